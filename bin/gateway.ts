@@ -1,0 +1,91 @@
+#!/usr/bin/env node
+import { ConfigError, loadConfig, type Config } from '../config/config.js';
+import { createLogger } from '../lib/log.js';
+import { createDb } from '../store/db.js';
+import { migrateLatest } from '../store/migrate.js';
+import { ServiceClock } from '../lib/clock.js';
+import { createAccountsService, DEFAULT_DEVELOPER_ID } from '../accounts/accounts.service.js';
+import { startService } from './service.js';
+
+const USAGE = `usage: gateway <command>
+  start                 run everything in one process (API, proxy, jobs, host, browser broker)
+  migrate               apply database migrations and exit
+  keys create [label]   create an API key for the default developer; prints it once
+  keys list             list API keys (ids and last four characters only)
+  keys revoke <id>      revoke an API key`;
+
+async function main(argv: string[]): Promise<number> {
+  const [command = 'start', ...rest] = argv;
+  let config: Readonly<Config>;
+  try {
+    config = loadConfig();
+  } catch (err) {
+    if (err instanceof ConfigError) {
+      process.stderr.write(`configuration error: ${err.message}\n`);
+      return 1;
+    }
+    throw err;
+  }
+  const log = createLogger(config.logLevel);
+
+  if (command === 'start') {
+    const svc = await startService(config, log);
+    log.info({ api_url: svc.apiUrl, proxy_url: svc.proxyUrl, base_url: svc.baseUrl }, 'ready');
+    const stop = async (signal: string) => {
+      log.info({ signal }, 'shutting down');
+      await svc.close();
+      process.exit(0);
+    };
+    process.once('SIGINT', () => void stop('SIGINT'));
+    process.once('SIGTERM', () => void stop('SIGTERM'));
+    return -1;
+  }
+
+  const db = await createDb(config.database);
+  try {
+    const applied = await migrateLatest(db);
+    if (command === 'migrate') {
+      process.stdout.write(applied.length ? `applied: ${applied.join(', ')}\n` : 'already up to date\n');
+      return 0;
+    }
+    if (command === 'keys') {
+      const accounts = createAccountsService({ db, clock: new ServiceClock() });
+      await accounts.ensureDeveloper();
+      const [sub, arg] = rest;
+      if (sub === 'create') {
+        const { key, info } = await accounts.createApiKey(DEFAULT_DEVELOPER_ID, arg ?? null);
+        process.stdout.write(`${key}\n`);
+        process.stderr.write(`created ${info.id} (shown once; only its hash is stored)\n`);
+        return 0;
+      }
+      if (sub === 'list') {
+        for (const k of await accounts.listApiKeys()) {
+          process.stdout.write(`${k.id}  sk_...${k.last4}  ${k.revoked_at ? `revoked ${k.revoked_at}` : 'active'}  ${k.label ?? ''}\n`);
+        }
+        return 0;
+      }
+      if (sub === 'revoke' && arg) {
+        if (!(await accounts.revokeApiKey(arg))) {
+          process.stderr.write(`no API key ${arg}\n`);
+          return 1;
+        }
+        process.stdout.write(`revoked ${arg}\n`);
+        return 0;
+      }
+    }
+    process.stderr.write(`${USAGE}\n`);
+    return 2;
+  } finally {
+    await db.destroy();
+  }
+}
+
+main(process.argv.slice(2)).then(
+  (code) => {
+    if (code >= 0) process.exit(code);
+  },
+  (err) => {
+    process.stderr.write(`fatal: ${err instanceof Error ? err.stack ?? err.message : String(err)}\n`);
+    process.exit(1);
+  },
+);

@@ -1,0 +1,136 @@
+import Joi from 'joi';
+import { parseDatabaseUrl, type DbTarget } from '../store/db.js';
+
+/**
+ * The operating contract (decisions.md): defaults, then process.env, validated once at
+ * boot and frozen. A bad value stops start-up with a message naming the variable.
+ */
+export interface Config {
+  databaseUrl: string;
+  database: DbTarget;
+  dataDir: string;
+  host: string;
+  apiPort: number;
+  proxyPort: number;
+  /** Null when BASE_URL is unset: it is then derived from HOST and the bound API port. */
+  baseUrl: string | null;
+  masterKey: Buffer | null;
+  bootstrapApiKey: string | null;
+  upstreamCaFile: string | null;
+  upstreamOverrides: Readonly<Record<string, { host: string; port: number }>>;
+  allowPrivateUpstreams: boolean;
+  testClock: boolean;
+  runtime: 'process' | 'qemu' | 'none';
+  google: { clientId: string | null; clientSecret: string | null; authUrl: string; tokenUrl: string; revokeUrl: string };
+  slack: { clientId: string | null; clientSecret: string | null; authUrl: string; tokenUrl: string; revokeUrl: string };
+  chromiumPath: string;
+  logLevel: string;
+}
+
+export class ConfigError extends Error {
+  constructor(readonly variable: string, message: string) {
+    super(`${variable}: ${message}`);
+    this.name = 'ConfigError';
+  }
+}
+
+const port = Joi.number().integer().min(0).max(65535);
+const httpUrl = Joi.string().uri({ scheme: ['http', 'https'] });
+const bool = Joi.boolean().truthy('1', 'yes', 'on').falsy('0', 'no', 'off', '');
+
+const schema = Joi.object({
+  DATABASE_URL: Joi.string().default('sqlite:./data/gateway.sqlite'),
+  DATA_DIR: Joi.string().min(1).default('./data'),
+  HOST: Joi.string().min(1).default('127.0.0.1'),
+  API_PORT: port.default(8080),
+  PROXY_PORT: port.default(8081),
+  BASE_URL: httpUrl.allow(''),
+  GATEWAY_MASTER_KEY: Joi.string().allow(''),
+  GATEWAY_BOOTSTRAP_API_KEY: Joi.string().allow('').pattern(/^sk_[0-9a-f]{40}$/).messages({
+    'string.pattern.base': 'must look like sk_<40 lowercase hex>',
+  }),
+  GATEWAY_UPSTREAM_CA_FILE: Joi.string().allow(''),
+  GATEWAY_UPSTREAM_OVERRIDES: Joi.string().allow(''),
+  GATEWAY_ALLOW_PRIVATE_UPSTREAMS: bool.default(false),
+  GATEWAY_TEST_CLOCK: bool.default(false),
+  GATEWAY_RUNTIME: Joi.string().valid('process', 'qemu', 'none').default('process'),
+  GOOGLE_CLIENT_ID: Joi.string().allow(''),
+  GOOGLE_CLIENT_SECRET: Joi.string().allow(''),
+  SLACK_CLIENT_ID: Joi.string().allow(''),
+  SLACK_CLIENT_SECRET: Joi.string().allow(''),
+  GOOGLE_AUTH_URL: httpUrl.default('https://accounts.google.com/o/oauth2/v2/auth'),
+  GOOGLE_TOKEN_URL: httpUrl.default('https://oauth2.googleapis.com/token'),
+  GOOGLE_REVOKE_URL: httpUrl.default('https://oauth2.googleapis.com/revoke'),
+  SLACK_AUTH_URL: httpUrl.default('https://slack.com/oauth/v2/authorize'),
+  SLACK_TOKEN_URL: httpUrl.default('https://slack.com/api/oauth.v2.access'),
+  SLACK_REVOKE_URL: httpUrl.default('https://slack.com/api/auth.revoke'),
+  CHROMIUM_PATH: Joi.string().min(1).default('/usr/bin/chromium'),
+  LOG_LEVEL: Joi.string().valid('fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent').default('info'),
+}).unknown(true);
+
+function parseOverrides(raw: string): Record<string, { host: string; port: number }> {
+  const out: Record<string, { host: string; port: number }> = {};
+  for (const item of raw.split(',').map((s) => s.trim()).filter(Boolean)) {
+    const m = /^([A-Za-z0-9.*-]+)=(\[[0-9a-fA-F:]+\]|[A-Za-z0-9.-]+):(\d{1,5})$/.exec(item);
+    if (!m || Number(m[3]) > 65535) {
+      throw new ConfigError('GATEWAY_UPSTREAM_OVERRIDES', `"${item}" is not host=ip:port`);
+    }
+    out[m[1]!.toLowerCase()] = { host: m[2]!.replace(/^\[|\]$/g, ''), port: Number(m[3]) };
+  }
+  return out;
+}
+
+function nonEmpty(v: unknown): string | null {
+  return typeof v === 'string' && v !== '' ? v : null;
+}
+
+export function loadConfig(env: NodeJS.ProcessEnv = process.env): Readonly<Config> {
+  const { value, error } = schema.validate(env, { abortEarly: true, convert: true });
+  if (error) {
+    const d = error.details[0]!;
+    throw new ConfigError(String(d.path[0]), d.message.replace(/^"[^"]+" /, ''));
+  }
+  const database = parseDatabaseUrl(value.DATABASE_URL);
+  if (!database) {
+    throw new ConfigError('DATABASE_URL', 'must be sqlite:<path> or mysql://user:pass@host:port/db');
+  }
+  let masterKey: Buffer | null = null;
+  if (nonEmpty(value.GATEWAY_MASTER_KEY)) {
+    const raw = value.GATEWAY_MASTER_KEY as string;
+    masterKey = /^[A-Za-z0-9+/_-]+={0,2}$/.test(raw) ? Buffer.from(raw, 'base64') : Buffer.alloc(0);
+    if (masterKey.length !== 32) throw new ConfigError('GATEWAY_MASTER_KEY', 'must be base64 of exactly 32 bytes');
+  }
+  const cfg: Config = {
+    databaseUrl: value.DATABASE_URL,
+    database,
+    dataDir: value.DATA_DIR,
+    host: value.HOST,
+    apiPort: value.API_PORT,
+    proxyPort: value.PROXY_PORT,
+    baseUrl: nonEmpty(value.BASE_URL)?.replace(/\/+$/, '') ?? null,
+    masterKey,
+    bootstrapApiKey: nonEmpty(value.GATEWAY_BOOTSTRAP_API_KEY),
+    upstreamCaFile: nonEmpty(value.GATEWAY_UPSTREAM_CA_FILE),
+    upstreamOverrides: Object.freeze(parseOverrides(value.GATEWAY_UPSTREAM_OVERRIDES ?? '')),
+    allowPrivateUpstreams: value.GATEWAY_ALLOW_PRIVATE_UPSTREAMS,
+    testClock: value.GATEWAY_TEST_CLOCK,
+    runtime: value.GATEWAY_RUNTIME,
+    google: {
+      clientId: nonEmpty(value.GOOGLE_CLIENT_ID),
+      clientSecret: nonEmpty(value.GOOGLE_CLIENT_SECRET),
+      authUrl: value.GOOGLE_AUTH_URL,
+      tokenUrl: value.GOOGLE_TOKEN_URL,
+      revokeUrl: value.GOOGLE_REVOKE_URL,
+    },
+    slack: {
+      clientId: nonEmpty(value.SLACK_CLIENT_ID),
+      clientSecret: nonEmpty(value.SLACK_CLIENT_SECRET),
+      authUrl: value.SLACK_AUTH_URL,
+      tokenUrl: value.SLACK_TOKEN_URL,
+      revokeUrl: value.SLACK_REVOKE_URL,
+    },
+    chromiumPath: value.CHROMIUM_PATH,
+    logLevel: value.LOG_LEVEL,
+  };
+  return Object.freeze(cfg);
+}

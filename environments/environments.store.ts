@@ -1,0 +1,95 @@
+import type { Queryable } from '../store/db.js';
+import { isMysql } from '../store/db.js';
+import { applyKeysetAfter } from '../store/keyset.js';
+
+export type DesiredState = 'running' | 'suspended' | 'stopped' | 'destroyed';
+export type ActualState = 'pending' | 'running' | 'suspended' | 'stopped' | 'destroyed' | 'failed';
+
+export interface EnvironmentRow {
+  id: string;
+  developer_id: string;
+  end_user_id: string;
+  live_end_user_id: string | null;
+  agent_version: string | null;
+  desired_state: DesiredState;
+  state: ActualState;
+  template: string | null;
+  host_id: string | null;
+  failure_reason: string | null;
+  limit_exceeded: boolean | number;
+  cpus: number;
+  memory_mib: number;
+  base_memory_mib: number;
+  disk_gib: number;
+  suspend_after_secs: number;
+  stop_after_secs: number;
+  keep_awake_until: number | null;
+  last_active_at: number;
+  egress_allow: string | null;
+  agent_settings: string;
+  created_at: number;
+  updated_at: number;
+  destroyed_at: number | null;
+}
+
+export interface IdempotencyRow {
+  developer_id: string;
+  idem_key: string;
+  environment_id: string;
+  end_user_id: string;
+  created_at: number;
+}
+
+export interface ConfigRow {
+  environment_id: string;
+  env: string;
+  files: string;
+  updated_at: number;
+}
+
+export const environmentsStore = {
+  get(db: Queryable, developerId: string, id: string): Promise<EnvironmentRow | undefined> {
+    return db<EnvironmentRow>('environments').where({ developer_id: developerId, id }).first();
+  },
+  /** The row, locked for the rest of the transaction on MySQL (SQLite has one writer). */
+  getForUpdate(db: Queryable, developerId: string, id: string): Promise<EnvironmentRow | undefined> {
+    const q = db<EnvironmentRow>('environments').where({ developer_id: developerId, id });
+    return (isMysql(db) ? q.forUpdate() : q).first();
+  },
+  liveForEndUser(db: Queryable, developerId: string, endUserId: string): Promise<EnvironmentRow | undefined> {
+    return db<EnvironmentRow>('environments').where({ developer_id: developerId, live_end_user_id: endUserId }).first();
+  },
+  async insert(db: Queryable, row: EnvironmentRow): Promise<void> {
+    await db('environments').insert(row);
+  },
+  async update(db: Queryable, id: string, patch: Partial<EnvironmentRow>): Promise<void> {
+    await db('environments').where({ id }).update(patch);
+  },
+  async list(db: Queryable, developerId: string, opts: { state?: string; limit: number; after: string | null }): Promise<EnvironmentRow[]> {
+    const q = db<EnvironmentRow>('environments').where({ developer_id: developerId });
+    if (opts.state !== undefined) q.where('state', opts.state);
+    await applyKeysetAfter(db, q, 'environments', 'created_at', opts.after, 'asc', { developer_id: developerId });
+    return q.limit(opts.limit + 1);
+  },
+
+  idempotencyKey(db: Queryable, developerId: string, key: string): Promise<IdempotencyRow | undefined> {
+    return db<IdempotencyRow>('idempotency_keys').where({ developer_id: developerId, idem_key: key }).first();
+  },
+  async insertIdempotencyKey(db: Queryable, row: IdempotencyRow): Promise<void> {
+    await db('idempotency_keys').insert(row);
+  },
+  async deleteIdempotencyKeys(db: Queryable, environmentId: string): Promise<void> {
+    await db('idempotency_keys').where({ environment_id: environmentId }).delete();
+  },
+
+  config(db: Queryable, environmentId: string): Promise<ConfigRow | undefined> {
+    return db<ConfigRow>('environment_configs').where({ environment_id: environmentId }).first();
+  },
+  async putConfig(db: Queryable, row: ConfigRow): Promise<void> {
+    const n = await db('environment_configs').where({ environment_id: row.environment_id }).update({ env: row.env, files: row.files, updated_at: row.updated_at });
+    if (n === 0) await db('environment_configs').insert(row);
+  },
+  async deleteConfig(db: Queryable, environmentId: string): Promise<void> {
+    await db('environment_configs').where({ environment_id: environmentId }).delete();
+  },
+};

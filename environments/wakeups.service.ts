@@ -1,0 +1,129 @@
+import type { Db } from '../store/db.js';
+import { isMysql, withTx } from '../store/db.js';
+import type { Clock } from '../lib/clock.js';
+import { iso } from '../lib/clock.js';
+import { newId } from '../lib/ids.js';
+import { ServiceError, notFound } from '../lib/errors.js';
+import { applyKeysetAfter } from '../store/keyset.js';
+import { environmentsStore } from './environments.store.js';
+import { eventsStore } from './events.store.js';
+import { LIMITS } from './rules.js';
+
+interface WakeupRow {
+  id: string;
+  environment_id: string;
+  developer_id: string;
+  at: number;
+  reason: string | null;
+  status: 'pending' | 'fired' | 'cancelled';
+  created_at: number;
+  fired_at: number | null;
+  cancelled_at: number | null;
+}
+
+export interface Wakeup {
+  id: string;
+  environment_id: string;
+  at: string | null;
+  reason: string | null;
+  status: WakeupRow['status'];
+  created_at: string | null;
+}
+
+function toWakeup(r: WakeupRow): Wakeup {
+  return { id: r.id, environment_id: r.environment_id, at: iso(r.at), reason: r.reason, status: r.status, created_at: iso(r.created_at) };
+}
+
+/** RFC 3339 with an explicit zone; anything else is not an instant. */
+const RFC3339 = /^\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}:\d{2}(\.\d{1,9})?([Zz]|[+-]\d{2}:\d{2})$/;
+
+export function parseRfc3339(value: string): number | null {
+  if (!RFC3339.test(value)) return null;
+  const ms = Date.parse(value.replace(' ', 'T'));
+  return Number.isFinite(ms) ? ms : null;
+}
+
+export function createWakeupsService(deps: { db: Db; clock: Clock }) {
+  const { db, clock } = deps;
+
+  async function create(developerId: string, environmentId: string, input: { at: string; reason?: string | null }): Promise<Wakeup> {
+    const at = parseRfc3339(input.at);
+    if (at === null) throw new ServiceError('invalid_request', 'at must be an RFC 3339 time with a zone, e.g. 2026-11-22T10:00:00Z');
+    const row = await withTx(db, async (trx) => {
+      const env = await environmentsStore.getForUpdate(trx, developerId, environmentId);
+      if (!env) throw notFound();
+      if (env.desired_state === 'destroyed') throw new ServiceError('environment_destroyed', 'the environment is destroyed', { environment_id: env.id });
+      const now = clock.nowMs();
+      if (at < now - LIMITS.wakeupPastMs || at > now + LIMITS.wakeupAheadMs) {
+        throw new ServiceError('invalid_request', 'at must be from one minute ago to 366 days ahead');
+      }
+      const pending = await trx('wakeups').where({ environment_id: environmentId, status: 'pending' }).count({ n: '*' }).first();
+      if (Number(pending?.n ?? 0) >= LIMITS.pendingWakeups) {
+        throw new ServiceError('wakeup_limit_reached', `an environment can have at most ${LIMITS.pendingWakeups} pending wakeups`, { environment_id: environmentId });
+      }
+      const row: WakeupRow = {
+        id: newId('wak'), environment_id: environmentId, developer_id: developerId, at, reason: input.reason || null,
+        status: 'pending', created_at: now, fired_at: null, cancelled_at: null,
+      };
+      await trx('wakeups').insert(row);
+      await eventsStore.append(trx, { environment_id: environmentId, developer_id: developerId, kind: 'wakeup_created', source: 'api', data: { wakeup_id: row.id, at: iso(at) }, created_at: now });
+      return row;
+    });
+    return toWakeup(row);
+  }
+
+  async function listPending(developerId: string, environmentId: string, limit: number, after: string | null): Promise<Wakeup[]> {
+    if (!(await environmentsStore.get(db, developerId, environmentId))) throw notFound();
+    const q = db<WakeupRow>('wakeups').where({ environment_id: environmentId, status: 'pending' });
+    await applyKeysetAfter(db, q, 'wakeups', 'at', after, 'asc', { environment_id: environmentId });
+    return (await q.limit(limit + 1)).map(toWakeup);
+  }
+
+  /** 404 when the wakeup never existed, already fired or was cancelled (spec). */
+  async function cancel(developerId: string, environmentId: string, wakeupId: string): Promise<void> {
+    await withTx(db, async (trx) => {
+      const now = clock.nowMs();
+      const n = await trx('wakeups')
+        .where({ id: wakeupId, environment_id: environmentId, developer_id: developerId, status: 'pending' })
+        .update({ status: 'cancelled', cancelled_at: now });
+      if (n === 0) throw notFound();
+      await eventsStore.append(trx, { environment_id: environmentId, developer_id: developerId, kind: 'wakeup_cancelled', source: 'api', data: { wakeup_id: wakeupId }, created_at: now });
+    });
+  }
+
+  /**
+   * Fires every pending wakeup that is due: the environment is woken (counted as
+   * activity). Each wakeup fires once even with several workers: the conditional update
+   * from `pending` decides who fires it.
+   */
+  async function fireDue(batch = 100): Promise<number> {
+    let fired = 0;
+    for (;;) {
+      const now = clock.nowMs();
+      const due = await db<WakeupRow>('wakeups').where({ status: 'pending' }).andWhere('at', '<=', now).orderBy('at').limit(batch);
+      if (due.length === 0) return fired;
+      for (const w of due) {
+        await withTx(db, async (trx) => {
+          const claimed = await trx('wakeups').where({ id: w.id, status: 'pending' }).update({ status: 'fired', fired_at: now });
+          if (claimed === 0) return;
+          fired++;
+          const envQ = trx('environments').where({ id: w.environment_id });
+          const env = await (isMysql(trx) ? envQ.forUpdate() : envQ).first();
+          if (!env || env.desired_state === 'destroyed') return;
+          const patch: Record<string, unknown> = { last_active_at: now, updated_at: now };
+          if (env.desired_state !== 'running' && !env.limit_exceeded) patch.desired_state = 'running';
+          await trx('environments').where({ id: env.id }).update(patch);
+          await eventsStore.append(trx, {
+            environment_id: env.id, developer_id: env.developer_id, kind: 'wakeup_fired', source: 'system',
+            data: { wakeup_id: w.id, reason: w.reason, from: env.desired_state }, created_at: now,
+          });
+        });
+      }
+      if (due.length < batch) return fired;
+    }
+  }
+
+  return { create, listPending, cancel, fireDue };
+}
+
+export type WakeupsService = ReturnType<typeof createWakeupsService>;

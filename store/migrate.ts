@@ -1,0 +1,29 @@
+import { readdirSync } from 'node:fs';
+import { dirname, join } from 'node:path';
+import { fileURLToPath, pathToFileURL } from 'node:url';
+import type { Knex } from 'knex';
+
+const MIGRATIONS_DIR = join(dirname(fileURLToPath(import.meta.url)), '..', 'migrations');
+
+/**
+ * Every file in migrations/ named NNNN_<what>.ts, in name order. Loading them ourselves
+ * (instead of knex's directory loader) keeps TypeScript ESM working under tsx.
+ */
+class DirectoryMigrationSource implements Knex.MigrationSource<string> {
+  async getMigrations(): Promise<string[]> {
+    return readdirSync(MIGRATIONS_DIR)
+      .filter((f) => /^\d{4}_[a-z0-9_]+\.ts$/.test(f))
+      .sort();
+  }
+  getMigrationName(migration: string): string {
+    return migration.replace(/\.ts$/, '');
+  }
+  async getMigration(migration: string): Promise<Knex.Migration> {
+    return import(pathToFileURL(join(MIGRATIONS_DIR, migration)).href) as Promise<Knex.Migration>;
+  }
+}
+
+export async function migrateLatest(db: Knex): Promise<string[]> {
+  const [, applied] = await db.migrate.latest({ migrationSource: new DirectoryMigrationSource() });
+  return applied as string[];
+}
