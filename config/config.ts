@@ -85,7 +85,9 @@ function nonEmpty(v: unknown): string | null {
 }
 
 export function loadConfig(env: NodeJS.ProcessEnv = process.env): Readonly<Config> {
-  const { value, error } = schema.validate(env, { abortEarly: true, convert: true });
+  // An empty variable counts as unset (VAR= in a shell or a compose file means "default").
+  const present = Object.fromEntries(Object.entries(env).filter(([, v]) => v !== undefined && v !== ''));
+  const { value, error } = schema.validate(present, { abortEarly: true, convert: true });
   if (error) {
     const d = error.details[0]!;
     throw new ConfigError(String(d.path[0]), d.message.replace(/^"[^"]+" /, ''));
