@@ -1,0 +1,162 @@
+/**
+ * Request normalization for the classifier. The tables match on what these functions
+ * return, so every trick that could make a dangerous request look harmless has to be
+ * undone here: percent-encoded keywords (`/messages/%73end`), doubled slashes, dot
+ * segments, upper case (`/messages/SEND`), ports and trailing dots in the host.
+ */
+import { dangerRank } from '../categories.js';
+import type { ClassifyRequest, ParsedRequest, Verdict } from './types.js';
+
+export const READ_METHODS: ReadonlySet<string> = new Set(['GET', 'HEAD', 'OPTIONS']);
+
+export function isReadMethod(method: string): boolean {
+  return READ_METHODS.has(method);
+}
+
+export function headerValue(headers: ClassifyRequest['headers'], name: string): string | undefined {
+  const v = headers[name];
+  if (v === undefined) return undefined;
+  return typeof v === 'string' ? v : v.join(',');
+}
+
+export function normalizeHost(host: string): string {
+  let h = host.trim().toLowerCase();
+  if (h.startsWith('[')) {
+    const end = h.indexOf(']');
+    return end === -1 ? h : h.slice(0, end + 1);
+  }
+  const colon = h.lastIndexOf(':');
+  if (colon !== -1) h = h.slice(0, colon);
+  while (h.endsWith('.')) h = h.slice(0, -1);
+  return h;
+}
+
+function decodeSegment(seg: string): string {
+  try {
+    return decodeURIComponent(seg);
+  } catch {
+    return seg;
+  }
+}
+
+/** Splits a path into decoded segments; `//`, `.` and `..` resolved as a URL parser would. */
+export function pathSegments(pathname: string): string[] {
+  const out: string[] = [];
+  for (const raw of pathname.split('/')) {
+    const seg = decodeSegment(raw);
+    if (seg === '' || seg === '.') continue;
+    if (seg === '..') {
+      out.pop();
+      continue;
+    }
+    out.push(seg);
+  }
+  return out;
+}
+
+export function parseRequest(req: ClassifyRequest): ParsedRequest {
+  let host = req.host;
+  let target = req.path;
+  if (!target.startsWith('/')) {
+    // Absolute-form target (`https://host/path`): take host and path from it.
+    try {
+      const u = new URL(target);
+      if (host === '') host = u.host;
+      target = u.pathname + u.search;
+    } catch {
+      target = '/' + target;
+    }
+  }
+  const hash = target.indexOf('#');
+  if (hash !== -1) target = target.slice(0, hash);
+  const q = target.indexOf('?');
+  const pathname = q === -1 ? target : target.slice(0, q);
+  const search = q === -1 ? '' : target.slice(q + 1);
+  const segments = pathSegments(pathname);
+  const override = headerValue(req.headers, 'x-http-method-override');
+  const overrides =
+    override === undefined
+      ? []
+      : override
+          .split(',')
+          .map((s) => s.trim().toUpperCase())
+          .filter((s) => s.length > 0);
+  return {
+    method: req.method.trim().toUpperCase(),
+    overrides,
+    host: normalizeHost(host),
+    segments,
+    lower: segments.map((s) => s.toLowerCase()),
+    query: new URLSearchParams(search),
+    headers: req.headers,
+    body: req.body,
+    contentType: req.contentType ?? headerValue(req.headers, 'content-type'),
+  };
+}
+
+/**
+ * The methods a request is classified under, X-HTTP-Method-Override counting as the
+ * method (decisions.md).
+ *  - Google honours the header (its own client libraries turn a long GET into a POST with
+ *    `X-HTTP-Method-Override: GET`), so for Google APIs the override *replaces* the method.
+ *  - Elsewhere the server may ignore the header, so both the wire method and the override
+ *    are classified and the more dangerous answer wins: a POST with "override: GET" sent
+ *    to a server that ignores the header is still a POST.
+ */
+export function googleMethods(p: ParsedRequest): readonly string[] {
+  return p.overrides.length > 0 ? p.overrides : [p.method];
+}
+
+export function wireAndOverrideMethods(p: ParsedRequest): readonly string[] {
+  return p.overrides.length > 0 ? [p.method, ...p.overrides] : [p.method];
+}
+
+/** The most dangerous verdict; the first one on a tie. */
+export function mostDangerousVerdict<V extends Verdict>(verdicts: readonly V[]): V {
+  let best = verdicts[0]!;
+  for (let i = 1; i < verdicts.length; i++) {
+    const v = verdicts[i]!;
+    if (dangerRank(v.category) > dangerRank(best.category)) best = v;
+  }
+  return best;
+}
+
+export function bodyText(body: Uint8Array | string | undefined, encoding: 'utf8' | 'latin1' = 'utf8'): string | undefined {
+  if (body === undefined) return undefined;
+  if (typeof body === 'string') return body;
+  return Buffer.from(body.buffer, body.byteOffset, body.byteLength).toString(encoding);
+}
+
+/** The body as JSON; undefined when absent or not JSON. */
+export function bodyJson(body: Uint8Array | string | undefined): unknown {
+  const text = bodyText(body);
+  if (text === undefined) return undefined;
+  try {
+    return JSON.parse(text) as unknown;
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * A path pattern over lowercased segments: a literal, `*` for exactly one segment (an
+ * id), and a trailing `**` for zero or more further segments.
+ */
+export function matchPath(lower: readonly string[], pattern: readonly string[]): boolean {
+  const rest = pattern.length > 0 && pattern[pattern.length - 1] === '**';
+  const fixed = rest ? pattern.length - 1 : pattern.length;
+  if (rest ? lower.length < fixed : lower.length !== fixed) return false;
+  for (let i = 0; i < fixed; i++) {
+    const want = pattern[i]!;
+    if (want !== '*' && want !== lower[i]) return false;
+  }
+  return true;
+}
+
+/** Which methods a table row applies to. */
+export type MethodClass = 'any_write' | 'DELETE' | 'POST';
+
+export function methodMatches(method: string, cls: MethodClass): boolean {
+  if (cls === 'any_write') return !isReadMethod(method);
+  return method === cls;
+}

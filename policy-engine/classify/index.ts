@@ -1,0 +1,119 @@
+/**
+ * classify(): which connector and category an HTTP request that uses a credential falls
+ * in (decisions.md "Categories of known APIs"; tables in docs/classification.md).
+ *
+ * PURE: a function of the request alone. The table is chosen by host and path, the same
+ * for every credential kind: a Slack token kept as a `secret:` still sends a message with
+ * `chat.postMessage`, so it is `send`, not the method rule's `write`. Only the connector
+ * comes from the caller's hint (the gateway knows which credential it is swapping in);
+ * without a hint it is what the host and path imply, or null.
+ *
+ *   *.googleapis.com  /batch...                     Google batch (most dangerous part)
+ *   *.googleapis.com  /gmail/v1, /upload/gmail/v1   Gmail table
+ *   *.googleapis.com  /calendar/v3                  Calendar table
+ *   *.googleapis.com  anything else                 method rule (override honoured)
+ *   slack.com, *.slack.com  /api/<method>           Slack table (verb ignored)
+ *   api.stripe.com                                  Stripe table
+ *   anything else                                   method rule
+ */
+import { dangerRank } from '../categories.js';
+import { classifyCalendar, isCalendarPath } from './calendar.js';
+import { classifyGeneric, methodRule } from './generic.js';
+import { classifyGmail, gmailNeedsBody, isGmailPath } from './gmail.js';
+import { isGoogleBatchPath, parseGoogleBatch } from './google-batch.js';
+import { googleMethods, isReadMethod, mostDangerousVerdict, parseRequest, wireAndOverrideMethods } from './http.js';
+import { classifySlack, isSlackApiPath, isSlackHost } from './slack.js';
+import { STRIPE_HOST, classifyStripe } from './stripe.js';
+import type { Classification, ClassifyRequest, ParsedRequest, Verdict } from './types.js';
+
+export type { Classification, ClassifyRequest } from './types.js';
+
+/** Connectors backed by connections (OAuth), as opposed to `secret:<NAME>`. */
+export const CONNECTION_CONNECTORS = ['gmail', 'calendar', 'slack'] as const;
+
+/** The category a batch gets when it cannot be read: the top of DANGER_ORDER. */
+export const UNPARSABLE_BATCH_CATEGORY = 'change_permission' as const;
+
+export function isGoogleHost(host: string): boolean {
+  return host === 'googleapis.com' || host.endsWith('.googleapis.com');
+}
+
+interface Routed {
+  readonly verdict: Verdict;
+  readonly inferred: string | null;
+}
+
+function perMethod(methods: readonly string[], f: (m: string) => Verdict): Verdict {
+  return mostDangerousVerdict(methods.map(f));
+}
+
+function classifyBatch(p: ParsedRequest, hint: string | undefined, depth: number): Routed {
+  const pathApi = p.lower[1] === 'gmail' ? 'gmail' : p.lower[1] === 'calendar' ? 'calendar' : null;
+  const unparsable = (): Routed => ({
+    verdict: { category: UNPARSABLE_BATCH_CATEGORY, rule: 'google.batch.unparsable' },
+    inferred: pathApi,
+  });
+  if (depth > 0) return unparsable(); // Google does not nest batches
+  const parsed = parseGoogleBatch(p.contentType, p.body, p.host);
+  if (!parsed.ok) return unparsable();
+  const parts: Classification[] = [];
+  const routed: Routed[] = [];
+  for (const inner of parsed.parts) {
+    const r = route(parseRequest(inner), hint, depth + 1);
+    if (r.verdict.rule === 'google.batch.unparsable') return unparsable();
+    routed.push(r);
+    parts.push({ connector: hint ?? r.inferred, category: r.verdict.category, rule: r.verdict.rule });
+  }
+  let worst = parts[0]!;
+  for (const part of parts) if (dangerRank(part.category) > dangerRank(worst.category)) worst = part;
+  const inferredParts = new Set(routed.map((r) => r.inferred));
+  const inferred = pathApi ?? (inferredParts.size === 1 ? [...inferredParts][0]! : null);
+  return { verdict: { category: worst.category, rule: `google.batch(${worst.rule})`, parts }, inferred };
+}
+
+function route(p: ParsedRequest, hint: string | undefined, depth: number): Routed {
+  if (isGoogleHost(p.host)) {
+    const methods = googleMethods(p);
+    if (isGoogleBatchPath(p.lower)) {
+      if (methods.some((m) => !isReadMethod(m))) return classifyBatch(p, hint, depth);
+      return { verdict: perMethod(methods, (m) => methodRule(m, 'google')), inferred: null };
+    }
+    if (isGmailPath(p.lower)) return { verdict: perMethod(methods, (m) => classifyGmail(p, m)), inferred: 'gmail' };
+    if (isCalendarPath(p.lower)) return { verdict: perMethod(methods, (m) => classifyCalendar(p, m)), inferred: 'calendar' };
+    return { verdict: perMethod(methods, (m) => methodRule(m, 'google')), inferred: null };
+  }
+  if (isSlackHost(p.host) && isSlackApiPath(p.lower)) return { verdict: classifySlack(p), inferred: 'slack' };
+  if (p.host === STRIPE_HOST) {
+    return { verdict: perMethod(wireAndOverrideMethods(p), (m) => classifyStripe(p, m)), inferred: null };
+  }
+  return { verdict: classifyGeneric(p), inferred: null };
+}
+
+/**
+ * Classifies one request. `connectorHint` is the connector of the credential the gateway
+ * found in the request (`gmail`, `calendar`, `slack`, `secret:NAME`); it becomes the
+ * result's connector unchanged. Never throws for any input of the declared type.
+ */
+export function classify(req: ClassifyRequest, connectorHint?: string): Classification {
+  const { verdict, inferred } = route(parseRequest(req), connectorHint, 0);
+  const out: Classification = {
+    connector: connectorHint ?? inferred,
+    category: verdict.category,
+    rule: verdict.rule,
+    ...(verdict.parts !== undefined ? { parts: verdict.parts } : {}),
+  };
+  return out;
+}
+
+/**
+ * Whether the category of this request can depend on its body, so the gateway must buffer
+ * the body and pass it to classify(): Google batches and Gmail label or filter changes.
+ * Without the body those are classified by their dangerous reading (a batch as
+ * change_permission, a label change as trashing, a filter as forwarding).
+ */
+export function needsBody(req: Pick<ClassifyRequest, 'method' | 'host' | 'path' | 'headers'>): boolean {
+  const p = parseRequest({ ...req, body: undefined });
+  if (!isGoogleHost(p.host)) return false;
+  if (!googleMethods(p).some((m) => !isReadMethod(m))) return false;
+  return isGoogleBatchPath(p.lower) || gmailNeedsBody(p.lower);
+}

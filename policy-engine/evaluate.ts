@@ -1,0 +1,368 @@
+/**
+ * evaluate(): the policy decision for one request (service.md "Policy decision rules",
+ * "Grant"; decisions.md "Policies" evaluation order). PURE: no I/O, no clock of its own
+ * (the caller passes `nowMs`), no imports outside policy-engine/.
+ *
+ * Evaluation order, exactly as decisions.md writes it:
+ *   0. infrastructure secret              → allow `infrastructure_credential`
+ *   1. a matching deny rule               → deny  `deny_rule`
+ *   2. a matching ask rule                → covering grant ? allow `grant`
+ *                                                          : ask `ask_rule`, narrowest max_scope
+ *   3. a matching allow rule, not high-risk → allow `rule`
+ *   4. high-risk category                 → covering grant ? allow `grant`
+ *                                                          : ask `high_risk`, max_scope permanent
+ *   5. otherwise                          → deny  `no_rule`
+ *
+ * Grants are looked at only where the policy would ask (steps 2 and 4): "Before asking,
+ * an existing covering grant is looked for." A grant is the stored answer to a question
+ * the policy asked; it is not a standing allow. Consequences, on purpose:
+ *  - A deny rule beats every grant (step 1 runs first), so adding a deny rule revokes in
+ *    effect every grant it matches.
+ *  - A read or write with no matching rule is denied `no_rule` EVEN WITH a covering grant.
+ *    Such a grant can only exist if an ask rule once matched and was since removed; the
+ *    developer removing the ask rule without adding an allow is read as "no longer
+ *    permitted", and the fail-closed answer is deny. (Re-adding the ask rule brings the
+ *    grant back into use, since grants are not deleted by a policy change.)
+ *  - A read or write allowed by a rule is allowed `rule` and reports no grant, even if one
+ *    would cover it: `grant` in the result is the grant the decision *used*.
+ *
+ * Two forms of the same algorithm, which always agree (property-tested):
+ *  - over plain arrays (`evaluateNaive`, or `evaluate` given arrays): O(rules + grants);
+ *  - over `compilePolicy(rules)` and `new GrantIndex(grants)`: a table lookup by
+ *    connector and category plus a walk over the grants of that connector+category only.
+ */
+import { CATEGORIES, isHighRisk, narrowest, scopeWidth } from './categories.js';
+import type { Category, GrantScope, Scope } from './categories.js';
+import type { Rule } from './rules.js';
+
+export interface PolicyRequest {
+  readonly connector: string;
+  readonly category: Category;
+  readonly task_id?: string | null;
+  readonly session_id?: string | null;
+  /**
+   * The credential is a secret flagged `infrastructure`. Honoured only when `connector`
+   * starts with `secret:` (only secrets carry the flag); on a connection connector it is
+   * ignored, so a caller bug cannot switch the policy off for mail or chat.
+   */
+  readonly infrastructure?: boolean;
+}
+
+/** The fields of a grant record evaluate() reads. Records may carry more; they are returned as given. */
+export interface GrantLike {
+  readonly id: string;
+  readonly connector: string;
+  readonly category: Category;
+  readonly scope: GrantScope;
+  readonly task_id: string | null;
+  readonly session_id: string | null;
+  /** Unix milliseconds, or null. */
+  readonly expires_at: number | null;
+}
+
+export type Reason = 'rule' | 'grant' | 'deny_rule' | 'ask_rule' | 'high_risk' | 'no_rule' | 'infrastructure_credential';
+export type DecisionKind = 'allow' | 'ask' | 'deny';
+
+export interface Decision<G extends GrantLike = GrantLike> {
+  decision: DecisionKind;
+  reason: Reason;
+  /** 0-based indexes of every rule whose connector and category match, in rule order. */
+  matched_rules: number[];
+  /** Present only when decision is `ask`. */
+  max_scope?: Scope;
+  /** The grant the decision used (reason `grant`), else null. */
+  grant: G | null;
+}
+
+export interface EvaluateOptions {
+  /** The current time, Unix milliseconds (time-limited grants expire against it). */
+  readonly nowMs: number;
+  /**
+   * Decide as if no grant existed; `grant` is then always null. Not what the policy-check
+   * endpoint uses by default (see docs/classification.md, "Policy check"): it is for
+   * asking "what does the policy alone say", e.g. to show a developer which requests
+   * would ask once the end user's grants are revoked.
+   */
+  readonly ignoreGrants?: boolean;
+}
+
+/** What the rules say about one connector+category, before grants are looked at. */
+interface RuleSummary {
+  readonly matched: readonly number[];
+  readonly deny: boolean;
+  /** Narrowest max_scope among matching ask rules; null when no ask rule matches. */
+  readonly askScope: Scope | null;
+  readonly allow: boolean;
+}
+
+/**
+ * Summarizes the rules matching (connector, category). `connector === null` stands for a
+ * connector that no rule names: only rules without a connector match it.
+ */
+function summarize(rules: readonly Rule[], connector: string | null, category: string): RuleSummary {
+  const matched: number[] = [];
+  let deny = false;
+  let allow = false;
+  let askScope: Scope | null = null;
+  for (let i = 0; i < rules.length; i++) {
+    const r = rules[i]!;
+    if (r.connector !== undefined && r.connector !== connector) continue;
+    if (r.category !== undefined && r.category !== category) continue;
+    matched.push(i);
+    if (r.effect === 'deny') deny = true;
+    else if (r.effect === 'allow') allow = true;
+    else if (r.effect === 'ask') {
+      const s = r.max_scope ?? 'permanent';
+      askScope = askScope === null ? s : narrowest(askScope, s);
+    }
+  }
+  return { matched, deny, askScope, allow };
+}
+
+function nonEmpty(s: string | null | undefined): s is string {
+  return typeof s === 'string' && s.length > 0;
+}
+
+function notExpired(g: GrantLike, nowMs: number): boolean {
+  // Any grant carrying an expiry stops covering at that instant; a time_limited grant
+  // without one never covers (fail closed on a malformed record).
+  return g.expires_at === null || g.expires_at === undefined || g.expires_at > nowMs;
+}
+
+/**
+ * Whether a grant covers a request: same connector and category; a task grant needs the
+ * request's task_id equal (and present), a session grant its session_id; a time_limited
+ * grant needs expires_at > now; a permanent grant always covers. Environment scoping is
+ * the caller's: pass only the environment's grants.
+ */
+export function grantCovers(g: GrantLike, request: PolicyRequest, nowMs: number): boolean {
+  if (g.connector !== request.connector || g.category !== request.category) return false;
+  if (!notExpired(g, nowMs)) return false;
+  switch (g.scope) {
+    case 'task':
+      return nonEmpty(request.task_id) && g.task_id === request.task_id;
+    case 'session':
+      return nonEmpty(request.session_id) && g.session_id === request.session_id;
+    case 'time_limited':
+      return typeof g.expires_at === 'number';
+    case 'permanent':
+      return true;
+    default:
+      return false;
+  }
+}
+
+/**
+ * The covering grant a request uses when several cover it: the narrowest scope (task,
+ * then session, then time_limited, then permanent), and among those the first in the
+ * order given. Deterministic, so the audit log names the same grant every time.
+ */
+function findGrantNaive<G extends GrantLike>(grants: readonly G[], request: PolicyRequest, nowMs: number): G | null {
+  let best: G | null = null;
+  let bestWidth = Infinity;
+  for (const g of grants) {
+    if (!grantCovers(g, request, nowMs)) continue;
+    const w = scopeWidth(g.scope);
+    if (w < bestWidth) {
+      best = g;
+      bestWidth = w;
+      if (w === 1) break; // task: nothing narrower exists for a grant
+    }
+  }
+  return best;
+}
+
+interface Bucket<G> {
+  readonly task: Map<string, G[]>;
+  readonly session: Map<string, G[]>;
+  readonly timeLimited: G[];
+  readonly permanent: G[];
+}
+
+function bucketKey(connector: string, category: string): string {
+  return `${connector}\u0000${category}`;
+}
+
+function pushTo<G>(map: Map<string, G[]>, key: string, g: G): void {
+  const list = map.get(key);
+  if (list === undefined) map.set(key, [g]);
+  else list.push(g);
+}
+
+/**
+ * An environment's grants bucketed by connector+category, task and session grants keyed
+ * by their id. Finding the covering grant costs a map lookup plus a walk over the
+ * time-limited and permanent grants of that one connector+category. Immutable: rebuild
+ * it when grants change (building is O(grants)).
+ */
+export class GrantIndex<G extends GrantLike = GrantLike> {
+  readonly size: number;
+  private readonly buckets = new Map<string, Bucket<G>>();
+
+  constructor(grants: Iterable<G>) {
+    let n = 0;
+    for (const g of grants) {
+      n++;
+      const key = bucketKey(g.connector, g.category);
+      let b = this.buckets.get(key);
+      if (b === undefined) {
+        b = { task: new Map(), session: new Map(), timeLimited: [], permanent: [] };
+        this.buckets.set(key, b);
+      }
+      // Grants that can never cover anything (a task grant without a task id, an unknown
+      // scope) are dropped here, exactly as grantCovers() would reject them.
+      switch (g.scope) {
+        case 'task':
+          if (nonEmpty(g.task_id)) pushTo(b.task, g.task_id, g);
+          break;
+        case 'session':
+          if (nonEmpty(g.session_id)) pushTo(b.session, g.session_id, g);
+          break;
+        case 'time_limited':
+          b.timeLimited.push(g);
+          break;
+        case 'permanent':
+          b.permanent.push(g);
+          break;
+      }
+    }
+    this.size = n;
+  }
+
+  /** The grant that covers the request (same choice as the array form), or null. */
+  find(request: PolicyRequest, nowMs: number): G | null {
+    const b = this.buckets.get(bucketKey(request.connector, request.category));
+    if (b === undefined) return null;
+    if (nonEmpty(request.task_id)) {
+      const list = b.task.get(request.task_id);
+      if (list !== undefined) for (const g of list) if (notExpired(g, nowMs)) return g;
+    }
+    if (nonEmpty(request.session_id)) {
+      const list = b.session.get(request.session_id);
+      if (list !== undefined) for (const g of list) if (notExpired(g, nowMs)) return g;
+    }
+    for (const g of b.timeLimited) if (typeof g.expires_at === 'number' && g.expires_at > nowMs) return g;
+    for (const g of b.permanent) if (notExpired(g, nowMs)) return g;
+    return null;
+  }
+}
+
+/**
+ * A policy with its rules pre-summarized for every (connector, category) pair that can
+ * give a distinct answer: each connector some rule names, plus "any other connector",
+ * times the six categories. Memory is O((named connectors + 1) × 6 × rules) and bounded
+ * by the policy itself, not by the requests seen (a check endpoint fed arbitrary
+ * connector strings cannot grow it).
+ */
+export class CompiledPolicy {
+  readonly rules: readonly Rule[];
+  private readonly byConnector = new Map<string, readonly RuleSummary[]>();
+  private readonly other: readonly RuleSummary[];
+
+  constructor(rules: readonly Rule[]) {
+    this.rules = Object.freeze(rules.map((r) => Object.freeze({ ...r })));
+    const table = (connector: string | null): readonly RuleSummary[] =>
+      Object.freeze(
+        CATEGORIES.map((c) => {
+          const s = summarize(this.rules, connector, c);
+          return Object.freeze({ ...s, matched: Object.freeze(s.matched) });
+        }),
+      );
+    for (const r of this.rules) {
+      if (r.connector !== undefined && !this.byConnector.has(r.connector)) {
+        this.byConnector.set(r.connector, table(r.connector));
+      }
+    }
+    this.other = table(null);
+  }
+
+  /** @internal the rules' verdict for one connector+category (matched is shared: copy it). */
+  lookup(connector: string, category: string): RuleSummary {
+    const idx = CATEGORY_INDEX.get(category);
+    // A category outside the six (only reachable by a caller bypassing the types) is
+    // summarized on the fly rather than cached, to keep the table bounded.
+    if (idx === undefined) return summarize(this.rules, connector, category);
+    const t = this.byConnector.get(connector) ?? this.other;
+    return t[idx]!;
+  }
+}
+
+const CATEGORY_INDEX: ReadonlyMap<string, number> = new Map(CATEGORIES.map((c, i) => [c, i]));
+
+/** Precomputes the rule table of a (validated) policy. */
+export function compilePolicy(rules: readonly Rule[]): CompiledPolicy {
+  return new CompiledPolicy(rules);
+}
+
+/** Buckets grants for fast lookup. Same as `new GrantIndex(grants)`. */
+export function indexGrants<G extends GrantLike>(grants: Iterable<G>): GrantIndex<G> {
+  return new GrantIndex(grants);
+}
+
+function decide<G extends GrantLike>(
+  summary: RuleSummary,
+  matched: number[],
+  request: PolicyRequest,
+  findGrant: () => G | null,
+): Decision<G> {
+  if (request.infrastructure === true && request.connector.startsWith('secret:')) {
+    return { decision: 'allow', reason: 'infrastructure_credential', matched_rules: matched, grant: null };
+  }
+  if (summary.deny) return { decision: 'deny', reason: 'deny_rule', matched_rules: matched, grant: null };
+  if (summary.askScope !== null) {
+    const g = findGrant();
+    if (g !== null) return { decision: 'allow', reason: 'grant', matched_rules: matched, grant: g };
+    return { decision: 'ask', reason: 'ask_rule', matched_rules: matched, max_scope: summary.askScope, grant: null };
+  }
+  const highRisk = isHighRisk(request.category);
+  if (summary.allow && !highRisk) return { decision: 'allow', reason: 'rule', matched_rules: matched, grant: null };
+  if (highRisk) {
+    const g = findGrant();
+    if (g !== null) return { decision: 'allow', reason: 'grant', matched_rules: matched, grant: g };
+    return { decision: 'ask', reason: 'high_risk', matched_rules: matched, max_scope: 'permanent', grant: null };
+  }
+  return { decision: 'deny', reason: 'no_rule', matched_rules: matched, grant: null };
+}
+
+/**
+ * The policy decision for one request. Accepts plain arrays or the compiled forms, in
+ * any mix; the answer is the same. For the hot path (the proxy), compile the policy once
+ * per policy version and index the environment's grants once per grant change.
+ */
+export function evaluate<G extends GrantLike>(
+  policy: readonly Rule[] | CompiledPolicy,
+  request: PolicyRequest,
+  grants: readonly G[] | GrantIndex<G>,
+  opts: EvaluateOptions,
+): Decision<G> {
+  let summary: RuleSummary;
+  let matched: number[];
+  if (policy instanceof CompiledPolicy) {
+    summary = policy.lookup(request.connector, request.category);
+    matched = summary.matched.slice();
+  } else {
+    summary = summarize(policy, request.connector, request.category);
+    matched = summary.matched as number[];
+  }
+  const nowMs = opts.nowMs;
+  const findGrant: () => G | null = opts.ignoreGrants
+    ? () => null
+    : grants instanceof GrantIndex
+      ? () => grants.find(request, nowMs)
+      : () => findGrantNaive(grants, request, nowMs);
+  return decide(summary, matched, request, findGrant);
+}
+
+/** The reference form over plain arrays, straight from the spec. Same answers as evaluate(). */
+export function evaluateNaive<G extends GrantLike>(
+  rules: readonly Rule[],
+  request: PolicyRequest,
+  grants: readonly G[],
+  opts: EvaluateOptions,
+): Decision<G> {
+  const summary = summarize(rules, request.connector, request.category);
+  const nowMs = opts.nowMs;
+  return decide(summary, summary.matched as number[], request, () =>
+    opts.ignoreGrants ? null : findGrantNaive(grants, request, nowMs),
+  );
+}
