@@ -7,7 +7,7 @@ import { newId } from '../lib/ids.js';
 import { ServiceError, notFound } from '../lib/errors.js';
 import type { Logger } from '../lib/log.js';
 import type { TemplatesService } from './templates.service.js';
-import { environmentsStore, type EnvironmentRow, type DesiredState } from './environments.store.js';
+import { environmentsStore, liveKey, type EnvironmentRow, type DesiredState } from './environments.store.js';
 import { eventsStore, toEvent, type EnvironmentEvent, type EventSource } from './events.store.js';
 import { insertSecrets } from './secrets.service.js';
 import { secretsStore } from './secrets.store.js';
@@ -117,7 +117,7 @@ export function createEnvironmentsService(deps: { db: Db; clock: Clock; keyring:
           id: newId('env'),
           developer_id: developerId,
           end_user_id: input.end_user_id,
-          live_end_user_id: input.end_user_id,
+          live_end_user_id: liveKey(input.end_user_id),
           agent_version: agentVersion ?? null,
           desired_state: 'running',
           state: 'pending',
@@ -208,21 +208,23 @@ export function createEnvironmentsService(deps: { db: Db; clock: Clock; keyring:
     return toEnvironment(row);
   }
 
+  // Only environment_exists and idempotency_key_reused carry environment_id (service.md,
+  // Errors); every other error body is exactly {error, message}.
   function refuseDestroyed(row: EnvironmentRow, code: 'invalid_state_transition' | 'environment_destroyed' = 'invalid_state_transition'): void {
     if (row.desired_state === 'destroyed') {
-      throw new ServiceError(code, 'the environment is destroyed', { environment_id: row.id });
+      throw new ServiceError(code, 'the environment is destroyed');
     }
   }
 
   function refuseLimit(row: EnvironmentRow): void {
-    if (row.limit_exceeded) throw new ServiceError('limit_exceeded', 'a usage limit suspended this environment', { environment_id: row.id });
+    if (row.limit_exceeded) throw new ServiceError('limit_exceeded', 'a usage limit suspended this environment');
   }
 
   const suspend = (developerId: string, id: string) =>
     transition(developerId, id, (row) => {
       if (row.desired_state === 'suspended') return null;
       if (row.desired_state !== 'running') {
-        throw new ServiceError('invalid_state_transition', `cannot suspend an environment whose desired state is ${row.desired_state}`, { environment_id: row.id });
+        throw new ServiceError('invalid_state_transition', `cannot suspend an environment whose desired state is ${row.desired_state}`);
       }
       return { patch: { desired_state: 'suspended' }, events: [['desired_suspended']] };
     });

@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import type { Queryable } from '../store/db.js';
 import { isMysql } from '../store/db.js';
 import { applyKeysetAfter } from '../store/keyset.js';
@@ -9,6 +10,7 @@ export interface EnvironmentRow {
   id: string;
   developer_id: string;
   end_user_id: string;
+  /** liveKey(end_user_id) while not destroyed, NULL after (see liveKey). */
   live_end_user_id: string | null;
   agent_version: string | null;
   desired_state: DesiredState;
@@ -47,6 +49,17 @@ export interface ConfigRow {
   updated_at: number;
 }
 
+/**
+ * What `live_end_user_id` holds while an environment is not destroyed: the SHA-256 hex of
+ * the end user id, not the id itself. MySQL/MariaDB compare VARCHARs with PAD SPACE, so
+ * the unique index saw `bob` and `bob ` as one end user (a 409 naming the other user's
+ * environment); a hash keeps every distinct id distinct on both engines, and fits the
+ * 200-character column whatever the id's length.
+ */
+export function liveKey(endUserId: string): string {
+  return createHash('sha256').update(endUserId, 'utf8').digest('hex');
+}
+
 export const environmentsStore = {
   get(db: Queryable, developerId: string, id: string): Promise<EnvironmentRow | undefined> {
     return db<EnvironmentRow>('environments').where({ developer_id: developerId, id }).first();
@@ -57,7 +70,7 @@ export const environmentsStore = {
     return (isMysql(db) ? q.forUpdate() : q).first();
   },
   liveForEndUser(db: Queryable, developerId: string, endUserId: string): Promise<EnvironmentRow | undefined> {
-    return db<EnvironmentRow>('environments').where({ developer_id: developerId, live_end_user_id: endUserId }).first();
+    return db<EnvironmentRow>('environments').where({ developer_id: developerId, live_end_user_id: liveKey(endUserId) }).first();
   },
   async insert(db: Queryable, row: EnvironmentRow): Promise<void> {
     await db('environments').insert(row);

@@ -1,4 +1,4 @@
-import type { Db } from '../store/db.js';
+import type { Db, Tx } from '../store/db.js';
 import { isMysql, withTx } from '../store/db.js';
 import type { Clock } from '../lib/clock.js';
 import { iso } from '../lib/clock.js';
@@ -43,8 +43,35 @@ export function parseRfc3339(value: string): number | null {
   return Number.isFinite(ms) ? ms : null;
 }
 
+/**
+ * `at` may lie one minute in the past; a client that sends exactly "now minus 60 s" loses
+ * the transit time of its request on the way, so that much slack is allowed on top.
+ */
+const TRANSIT_GRACE_MS = 500;
+
 export function createWakeupsService(deps: { db: Db; clock: Clock }) {
   const { db, clock } = deps;
+
+  /**
+   * Fires one pending wakeup inside the caller's transaction: the environment is woken
+   * (counted as activity). Each wakeup fires once even with several workers: the
+   * conditional update from `pending` decides who fires it. False when someone else did.
+   */
+  async function fire(trx: Tx, w: WakeupRow, now: number): Promise<boolean> {
+    const claimed = await trx('wakeups').where({ id: w.id, status: 'pending' }).update({ status: 'fired', fired_at: now });
+    if (claimed === 0) return false;
+    const envQ = trx('environments').where({ id: w.environment_id });
+    const env = await (isMysql(trx) ? envQ.forUpdate() : envQ).first();
+    if (!env || env.desired_state === 'destroyed') return true;
+    const patch: Record<string, unknown> = { last_active_at: now, updated_at: now };
+    if (env.desired_state !== 'running' && !env.limit_exceeded) patch.desired_state = 'running';
+    await trx('environments').where({ id: env.id }).update(patch);
+    await eventsStore.append(trx, {
+      environment_id: env.id, developer_id: env.developer_id, kind: 'wakeup_fired', source: 'system',
+      data: { wakeup_id: w.id, reason: w.reason, from: env.desired_state }, created_at: now,
+    });
+    return true;
+  }
 
   async function create(developerId: string, environmentId: string, input: { at: string; reason?: string | null }): Promise<Wakeup> {
     const at = parseRfc3339(input.at);
@@ -52,14 +79,14 @@ export function createWakeupsService(deps: { db: Db; clock: Clock }) {
     const row = await withTx(db, async (trx) => {
       const env = await environmentsStore.getForUpdate(trx, developerId, environmentId);
       if (!env) throw notFound();
-      if (env.desired_state === 'destroyed') throw new ServiceError('environment_destroyed', 'the environment is destroyed', { environment_id: env.id });
+      if (env.desired_state === 'destroyed') throw new ServiceError('environment_destroyed', 'the environment is destroyed');
       const now = clock.nowMs();
-      if (at < now - LIMITS.wakeupPastMs || at > now + LIMITS.wakeupAheadMs) {
+      if (at < now - LIMITS.wakeupPastMs - TRANSIT_GRACE_MS || at > now + LIMITS.wakeupAheadMs) {
         throw new ServiceError('invalid_request', 'at must be from one minute ago to 366 days ahead');
       }
       const pending = await trx('wakeups').where({ environment_id: environmentId, status: 'pending' }).count({ n: '*' }).first();
       if (Number(pending?.n ?? 0) >= LIMITS.pendingWakeups) {
-        throw new ServiceError('wakeup_limit_reached', `an environment can have at most ${LIMITS.pendingWakeups} pending wakeups`, { environment_id: environmentId });
+        throw new ServiceError('wakeup_limit_reached', `an environment can have at most ${LIMITS.pendingWakeups} pending wakeups`);
       }
       const row: WakeupRow = {
         id: newId('wak'), environment_id: environmentId, developer_id: developerId, at, reason: input.reason || null,
@@ -67,6 +94,12 @@ export function createWakeupsService(deps: { db: Db; clock: Clock }) {
       };
       await trx('wakeups').insert(row);
       await eventsStore.append(trx, { environment_id: environmentId, developer_id: developerId, kind: 'wakeup_created', source: 'api', data: { wakeup_id: row.id, at: iso(at) }, created_at: now });
+      // A wakeup that is already due fires at once (service.md, Limits), not at the next
+      // job run: the caller sees the environment woken when the 201 arrives.
+      if (at <= now) {
+        await fire(trx, row, now);
+        return { ...row, status: 'fired' as const, fired_at: now };
+      }
       return row;
     });
     return toWakeup(row);
@@ -91,11 +124,7 @@ export function createWakeupsService(deps: { db: Db; clock: Clock }) {
     });
   }
 
-  /**
-   * Fires every pending wakeup that is due: the environment is woken (counted as
-   * activity). Each wakeup fires once even with several workers: the conditional update
-   * from `pending` decides who fires it.
-   */
+  /** Fires every pending wakeup that is due (see fire()). */
   async function fireDue(batch = 100): Promise<number> {
     let fired = 0;
     for (;;) {
@@ -104,19 +133,7 @@ export function createWakeupsService(deps: { db: Db; clock: Clock }) {
       if (due.length === 0) return fired;
       for (const w of due) {
         await withTx(db, async (trx) => {
-          const claimed = await trx('wakeups').where({ id: w.id, status: 'pending' }).update({ status: 'fired', fired_at: now });
-          if (claimed === 0) return;
-          fired++;
-          const envQ = trx('environments').where({ id: w.environment_id });
-          const env = await (isMysql(trx) ? envQ.forUpdate() : envQ).first();
-          if (!env || env.desired_state === 'destroyed') return;
-          const patch: Record<string, unknown> = { last_active_at: now, updated_at: now };
-          if (env.desired_state !== 'running' && !env.limit_exceeded) patch.desired_state = 'running';
-          await trx('environments').where({ id: env.id }).update(patch);
-          await eventsStore.append(trx, {
-            environment_id: env.id, developer_id: env.developer_id, kind: 'wakeup_fired', source: 'system',
-            data: { wakeup_id: w.id, reason: w.reason, from: env.desired_state }, created_at: now,
-          });
+          if (await fire(trx, w, now)) fired++;
         });
       }
       if (due.length < batch) return fired;

@@ -43,10 +43,11 @@ export async function up(knex: Knex): Promise<void> {
     t.string('id', ID).primary();
     t.string('developer_id', ID).notNullable().references('developers.id');
     t.string('end_user_id', 200).notNullable();
-    // Equals end_user_id while the environment is not destroyed, NULL after. The unique
-    // index below is what makes "one non-destroyed environment per end user" hold under
-    // concurrent creates on both engines (NULLs never collide).
-    t.string('live_end_user_id', 200).nullable();
+    // SHA-256 hex of end_user_id while the environment is not destroyed, NULL after. The
+    // unique index below is what makes "one non-destroyed environment per end user" hold
+    // under concurrent creates on both engines (NULLs never collide). A hash, not the id
+    // itself: MariaDB's PAD SPACE collations would make "bob" and "bob " one end user.
+    t.string('live_end_user_id', 64).nullable();
     t.string('agent_version', 200).nullable();
     t.string('desired_state', 20).notNullable();
     t.string('state', 20).notNullable();

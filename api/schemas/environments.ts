@@ -30,7 +30,7 @@ export const idleSchema = Joi.object({
 });
 
 const fileValue = Joi.alternatives().try(
-  Joi.string(),
+  Joi.string().allow(''),
   Joi.object({ content: Joi.string().allow('').required(), encoding: Joi.string().valid('utf8', 'base64') }),
 );
 
