@@ -16,6 +16,7 @@ import { createApp } from '../api/app.js';
 import { environmentsRouter } from '../api/routes/environments.js';
 import { templatesRouter } from '../api/routes/templates.js';
 import { testClockRouter } from '../api/routes/test-clock.js';
+import { createJobRunner } from '../jobs/runner.js';
 import { loadMasterKey } from './master-key.js';
 
 export interface RunningService {
@@ -62,8 +63,19 @@ export async function startService(config: Readonly<Config>, log: Logger): Promi
   const wakeups = createWakeupsService({ db, clock });
   const schedules = createSchedulesService({ db, clock });
 
-  const runDue = async (): Promise<void> => {
+  // Sweep jobs read their work from domain tables, so nothing is lost between a commit and
+  // a job being queued. With the test clock they poll every second, so runDue() after an
+  // advance does not wait for a slow poll.
+  const jobs = createJobRunner({ db, clock, log, processEveryMs: config.testClock ? 1000 : 5000 });
+  jobs.define('fire-wakeups', async () => {
     await wakeups.fireDue();
+  }, { retry: false });
+  await jobs.start();
+  await jobs.every('fire-wakeups', 5000, {});
+
+  const runDue = async (): Promise<void> => {
+    const out = await jobs.runDue({ timeoutMs: 20_000 });
+    if (out.timedOut) log.warn({ ran: out.ran }, 'test clock: due jobs still running after 20 s');
   };
 
   const routers = [environmentsRouter({ environments, wakeups, schedules }), templatesRouter({ templates })];
@@ -86,6 +98,7 @@ export async function startService(config: Readonly<Config>, log: Logger): Promi
         apiServer.close(() => resolve());
         apiServer.closeAllConnections();
       });
+      await jobs.stop();
       await db.destroy();
     },
   };

@@ -8,8 +8,23 @@ import type { Knex } from 'knex';
  */
 const ID = 40;
 
+/**
+ * On MySQL, tables are utf8mb4_bin: knex names only the connection charset, so MariaDB
+ * would default to a case-insensitive collation and "Key" and "key" would be one
+ * Idempotency-Key.
+ */
+function table(knex: Knex, name: string, build: (t: Knex.CreateTableBuilder) => void): Knex.SchemaBuilder {
+  return knex.schema.createTable(name, (t) => {
+    if (knex.client.config.client === 'mysql2') {
+      t.charset('utf8mb4');
+      t.collate('utf8mb4_bin');
+    }
+    build(t);
+  });
+}
+
 export async function up(knex: Knex): Promise<void> {
-  await knex.schema.createTable('developers', (t) => {
+  await table(knex, 'developers', (t) => {
     t.string('id', ID).primary();
     t.string('name', 200).notNullable();
     t.string('default_agent_version', 200).nullable();
@@ -17,7 +32,7 @@ export async function up(knex: Knex): Promise<void> {
     t.bigInteger('created_at').notNullable();
   });
 
-  await knex.schema.createTable('api_keys', (t) => {
+  await table(knex, 'api_keys', (t) => {
     t.string('id', ID).primary();
     t.string('developer_id', ID).notNullable().references('developers.id');
     t.string('key_hash', 64).notNullable().unique();
@@ -28,7 +43,7 @@ export async function up(knex: Knex): Promise<void> {
     t.index(['developer_id', 'created_at']);
   });
 
-  await knex.schema.createTable('templates', (t) => {
+  await table(knex, 'templates', (t) => {
     t.string('id', ID).primary();
     t.string('developer_id', ID).notNullable().references('developers.id');
     t.string('name', 100).notNullable();
@@ -39,7 +54,7 @@ export async function up(knex: Knex): Promise<void> {
     t.unique(['developer_id', 'name', 'version']);
   });
 
-  await knex.schema.createTable('environments', (t) => {
+  await table(knex, 'environments', (t) => {
     t.string('id', ID).primary();
     t.string('developer_id', ID).notNullable().references('developers.id');
     t.string('end_user_id', 200).notNullable();
@@ -73,7 +88,7 @@ export async function up(knex: Knex): Promise<void> {
     t.index(['developer_id', 'end_user_id']);
   });
 
-  await knex.schema.createTable('idempotency_keys', (t) => {
+  await table(knex, 'idempotency_keys', (t) => {
     t.string('developer_id', ID).notNullable();
     t.string('idem_key', 255).notNullable();
     t.string('environment_id', ID).notNullable();
@@ -83,14 +98,14 @@ export async function up(knex: Knex): Promise<void> {
     t.index(['environment_id']);
   });
 
-  await knex.schema.createTable('environment_configs', (t) => {
+  await table(knex, 'environment_configs', (t) => {
     t.string('environment_id', ID).primary().references('environments.id');
     t.text('env', 'mediumtext').notNullable();
     t.text('files', 'longtext').notNullable();
     t.bigInteger('updated_at').notNullable();
   });
 
-  await knex.schema.createTable('secrets', (t) => {
+  await table(knex, 'secrets', (t) => {
     t.string('id', ID).primary();
     t.string('developer_id', ID).notNullable().references('developers.id');
     t.string('environment_id', ID).nullable();
@@ -107,7 +122,7 @@ export async function up(knex: Knex): Promise<void> {
     t.unique(['developer_id', 'scope', 'name']);
   });
 
-  await knex.schema.createTable('environment_events', (t) => {
+  await table(knex, 'environment_events', (t) => {
     t.bigIncrements('id').primary();
     t.string('environment_id', ID).notNullable();
     t.string('developer_id', ID).notNullable();
@@ -118,7 +133,7 @@ export async function up(knex: Knex): Promise<void> {
     t.index(['environment_id', 'id']);
   });
 
-  await knex.schema.createTable('wakeups', (t) => {
+  await table(knex, 'wakeups', (t) => {
     t.string('id', ID).primary();
     t.string('environment_id', ID).notNullable();
     t.string('developer_id', ID).notNullable();
@@ -132,7 +147,7 @@ export async function up(knex: Knex): Promise<void> {
     t.index(['status', 'at']);
   });
 
-  await knex.schema.createTable('schedules', (t) => {
+  await table(knex, 'schedules', (t) => {
     t.string('id', ID).primary();
     t.string('environment_id', ID).notNullable();
     t.string('developer_id', ID).notNullable();
