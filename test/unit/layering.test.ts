@@ -10,8 +10,8 @@ import { join, relative, resolve, dirname } from 'node:path';
  * - node-forge is imported only in certs/.
  */
 const ROOT = resolve(import.meta.dirname, '..', '..');
-const SOURCE_DIRS = ['bin', 'config', 'lib', 'store', 'policy-engine', 'certs', 'approvals', 'webhooks', 'connections', 'environments', 'hosts', 'browser', 'audit', 'accounts', 'api', 'proxy', 'jobs'];
-const DOMAINS = ['approvals', 'webhooks', 'connections', 'environments', 'hosts', 'browser', 'audit', 'accounts'];
+const SOURCE_DIRS = ['bin', 'config', 'lib', 'store', 'policy-engine', 'certs', 'policies', 'approvals', 'webhooks', 'connections', 'environments', 'hosts', 'browser', 'audit', 'accounts', 'api', 'proxy', 'jobs'];
+const DOMAINS = ['policies', 'approvals', 'webhooks', 'connections', 'environments', 'hosts', 'browser', 'audit', 'accounts'];
 const ADAPTERS = ['api', 'proxy', 'jobs'];
 const PURE: Record<string, string[]> = { 'policy-engine': ['policy-engine'], lib: ['lib'], certs: ['certs', 'lib'] };
 
