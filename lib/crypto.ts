@@ -1,4 +1,4 @@
-import { createCipheriv, createDecipheriv, createHash, randomBytes, timingSafeEqual } from 'node:crypto';
+import { createCipheriv, createDecipheriv, createHash, hkdfSync, randomBytes, timingSafeEqual } from 'node:crypto';
 
 /**
  * Envelope encryption. Every stored secret value (secrets, OAuth tokens, client secrets,
@@ -76,6 +76,16 @@ export class Keyring {
 
   decryptString(blob: string, context = ''): string {
     return this.decrypt(blob, context).toString('utf8');
+  }
+
+  /**
+   * A 32-byte key for one purpose, derived from the current master key with HKDF-SHA256
+   * (e.g. the key behind per-environment proxy passwords). It changes when the master
+   * key is rotated.
+   */
+  deriveSubkey(label: string): Buffer {
+    const master = this.#keys.get(this.currentKid)!;
+    return Buffer.from(hkdfSync('sha256', master, Buffer.alloc(0), Buffer.from(`agent-gateway:${label}`, 'utf8'), 32));
   }
 
   /** Re-seals a blob's data key under the current master key (master key rotation). */

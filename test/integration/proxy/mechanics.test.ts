@@ -1,0 +1,218 @@
+import { expect } from 'chai';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { ProxyAgent, request } from 'undici';
+import { generateCa, type CaMaterial } from '../../../certs/ca.js';
+import { createLeafIssuer } from '../../../certs/leaf.js';
+import { createSniCallback, prepareMitmCaDir } from '../../../certs/mitm.js';
+import { silentLogger } from '../../../lib/log.js';
+import { createUpstream, type Upstream } from '../../../proxy/upstream.js';
+import { createPipeline, type AuditEntry, type GatewayPorts, type PolicyDecision, type ApprovalOutcome } from '../../../proxy/pipeline.js';
+import { startGatewayProxy } from '../../../proxy/gateway-proxy.js';
+import type { Credential } from '../../../proxy/credentials.js';
+import { startFakeUpstream, type FakeUpstream } from '../../helpers/upstream.js';
+
+const ENV = 'env_0123456789abcdef01234567';
+const ID = { environmentId: ENV, developerId: 'dev_000000000000000000000001' };
+const PLACEHOLDER = `svcph_${'ab'.repeat(16)}`;
+const REAL = 'sk_live_real_value_42';
+
+/**
+ * The proxy's mechanics with real TLS (our CA, a leaf per host), a real local HTTPS
+ * upstream behind GATEWAY_UPSTREAM_OVERRIDES-style overrides, and undici's ProxyAgent as
+ * the agent. The domain ports (policy, approvals, audit) are small in-test
+ * implementations here; the service-level suite drives the real ones.
+ */
+describe('gateway proxy mechanics', function () {
+  this.timeout(20000);
+  let dir: string;
+  let ca: CaMaterial;
+  let up: FakeUpstream;
+  let upstream: Upstream;
+  let proxy: { port: number; close(): Promise<void> };
+  const audit: AuditEntry[] = [];
+  let decision: PolicyDecision = { decision: 'allow', reason: 'rule', matched_rules: [0], grant: null };
+  let approvalOutcome: Promise<ApprovalOutcome> = Promise.resolve({ status: 'approved', grant_id: null });
+  const approvals: unknown[] = [];
+  const allowed = new Set(['api.stripe.com', 'other.example.com']);
+
+  const secret: Credential = {
+    token: PLACEHOLDER, connector: 'secret:STRIPE', kind: 'secret', infrastructure: false,
+    hostAllowed: (h) => h === 'api.stripe.com', value: () => REAL,
+  };
+
+  before(async () => {
+    dir = mkdtempSync(join(tmpdir(), 'gw-proxy-'));
+    ca = await generateCa();
+    const issuer = await createLeafIssuer(ca);
+    up = await startFakeUpstream();
+    upstream = createUpstream({
+      overrides: { 'api.stripe.com': { host: '127.0.0.1', port: up.port }, 'other.example.com': { host: '127.0.0.1', port: up.port } },
+      allowPrivate: false,
+      extraCa: up.ca.certPem,
+    });
+    const ports: GatewayPorts = {
+      egressAllows: async (_id, host) => allowed.has(host),
+      credentials: async () => ({ byToken: new Map([[PLACEHOLDER, secret]]) }),
+      decide: async () => decision,
+      requestApproval: async (_id, req) => {
+        approvals.push(req);
+        return { id: 'apr_000000000000000000000001' };
+      },
+      waitForDecision: () => approvalOutcome,
+      audit: (e) => audit.push(e),
+    };
+    const pipeline = createPipeline({ ports, upstream, log: silentLogger, managementTargets: new Set(['127.0.0.1:1']) });
+    proxy = await startGatewayProxy({
+      host: '127.0.0.1', port: 0, sslCaDir: await prepareMitmCaDir(dir, ca), sni: createSniCallback(issuer),
+      authenticate: async (u, p) => (u === ENV && p === 'pw' ? ID : null),
+      egressAllows: ports.egressAllows, pipeline, upstream, audit: ports.audit, log: silentLogger,
+    });
+  });
+  after(async () => {
+    await proxy.close();
+    await upstream.close();
+    await up.close();
+    rmSync(dir, { recursive: true, force: true });
+  });
+  beforeEach(() => {
+    audit.length = 0;
+    up.seen.length = 0;
+    approvals.length = 0;
+    decision = { decision: 'allow', reason: 'rule', matched_rules: [0], grant: null };
+    approvalOutcome = Promise.resolve({ status: 'approved', grant_id: null });
+  });
+
+  async function auditWritten(n = 1) {
+    for (let i = 0; i < 100 && audit.length < n; i++) await new Promise((r) => setTimeout(r, 10));
+    expect(audit).to.have.length(n);
+  }
+
+  const agent = (password = 'pw') =>
+    new ProxyAgent({ uri: `http://127.0.0.1:${proxy.port}`, token: `Basic ${Buffer.from(`${ENV}:${password}`).toString('base64')}`, requestTls: { ca: ca.certPem } });
+
+  it('407 proxy_auth_required on CONNECT without valid credentials', async () => {
+    let err: unknown;
+    try {
+      await request('https://api.stripe.com/v1/x', { dispatcher: agent('wrong') });
+    } catch (e) {
+      err = e;
+    }
+    expect(String(err)).to.match(/407/);
+  });
+
+  it('intercepts TLS with our CA, swaps the placeholder, strips the task header, and audits', async () => {
+    const r = await request('https://api.stripe.com/v1/charges?expand=x', {
+      dispatcher: agent(),
+      headers: { authorization: `Bearer ${PLACEHOLDER}`, 'x-service-task-id': 'task-1' },
+    });
+    expect(r.statusCode).to.equal(200);
+    await r.body.json();
+    await auditWritten();
+    expect(up.seen).to.have.length(1);
+    expect(up.seen[0]!.headers.authorization).to.equal(`Bearer ${REAL}`);
+    expect(up.seen[0]!.headers).to.not.have.property('x-service-task-id');
+    expect(up.seen[0]!.headers.host).to.equal('api.stripe.com');
+    expect(audit).to.have.length(1);
+    expect(audit[0]).to.include({ connector: 'secret:STRIPE', credential: 'secret', decision: 'allow', reason: 'rule', status: 200, upstream_status: 200, host: 'api.stripe.com' });
+    expect(JSON.stringify(audit)).to.not.include(REAL);
+  });
+
+  it('swaps inside a JSON body and keeps keep-alive working across requests', async () => {
+    const a = agent();
+    for (let i = 0; i < 3; i++) {
+      const r = await request('https://api.stripe.com/v1/things', {
+        dispatcher: a, method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ key: PLACEHOLDER, i }),
+      });
+      expect(r.statusCode).to.equal(200);
+      await r.body.text();
+    }
+    expect(up.seen.map((s) => JSON.parse(s.body.toString()).key)).to.deep.equal([REAL, REAL, REAL]);
+  });
+
+  it('blocks a placeholder sent to a host outside allowed_hosts: 403 secret_host_not_allowed, upstream never sees it', async () => {
+    const r = await request('https://other.example.com/collect', { dispatcher: agent(), headers: { 'x-leak': PLACEHOLDER } });
+    expect(r.statusCode).to.equal(403);
+    expect(r.headers['x-gateway-error']).to.equal('secret_host_not_allowed');
+    expect(await r.body.json()).to.deep.include({ error: 'secret_host_not_allowed' });
+    expect(up.seen).to.have.length(0);
+    expect(audit[0]).to.include({ decision: 'deny', reason: 'secret_host_not_allowed' });
+  });
+
+  it('403 egress_denied for a host off the allowlist, with JSON and header', async () => {
+    const r = await request('https://not-allowed.example.org/', { dispatcher: agent() });
+    expect(r.statusCode).to.equal(403);
+    expect(r.headers['x-gateway-error']).to.equal('egress_denied');
+    expect(up.seen).to.have.length(0);
+  });
+
+  it('403 policy_denied on a deny decision', async () => {
+    decision = { decision: 'deny', reason: 'deny_rule', matched_rules: [1], grant: null };
+    const r = await request('https://api.stripe.com/v1/charges', { dispatcher: agent(), method: 'POST', headers: { authorization: `Bearer ${PLACEHOLDER}` }, body: 'amount=1' });
+    expect(r.statusCode).to.equal(403);
+    expect(r.headers['x-gateway-error']).to.equal('policy_denied');
+    expect(up.seen).to.have.length(0);
+    expect(audit[0]).to.include({ decision: 'deny', reason: 'deny_rule' });
+  });
+
+  it('holds an ask until approved, then forwards the buffered body with the real value', async () => {
+    decision = { decision: 'ask', reason: 'high_risk', matched_rules: [], max_scope: 'permanent', grant: null };
+    let approve!: (o: ApprovalOutcome) => void;
+    approvalOutcome = new Promise((r) => (approve = r));
+    const pending = request('https://api.stripe.com/v1/charges', {
+      dispatcher: agent(), method: 'POST', headers: { authorization: `Bearer ${PLACEHOLDER}`, 'content-type': 'application/x-www-form-urlencoded', 'x-service-session-id': 's1' },
+      body: 'amount=500&currency=usd',
+    });
+    await new Promise((r) => setTimeout(r, 100));
+    expect(up.seen).to.have.length(0);
+    expect(approvals).to.have.length(1);
+    expect(approvals[0]).to.include({ connector: 'secret:STRIPE', category: 'pay', method: 'POST', host: 'api.stripe.com', path: '/v1/charges', session_id: 's1', max_scope: 'permanent' });
+    approve({ status: 'approved', grant_id: 'grt_000000000000000000000001' });
+    const r = await pending;
+    expect(r.statusCode).to.equal(200);
+    await r.body.text();
+    expect(up.seen[0]!.body.toString()).to.equal('amount=500&currency=usd');
+    expect(up.seen[0]!.headers.authorization).to.equal(`Bearer ${REAL}`);
+    await auditWritten();
+    expect(audit[0]).to.include({ decision: 'ask', approval_id: 'apr_000000000000000000000001', grant_id: 'grt_000000000000000000000001', status: 200 });
+  });
+
+  it('403 approval_denied and approval_expired', async () => {
+    decision = { decision: 'ask', reason: 'ask_rule', matched_rules: [0], max_scope: 'once', grant: null };
+    for (const [status, code] of [['denied', 'approval_denied'], ['expired', 'approval_expired']] as const) {
+      approvalOutcome = Promise.resolve({ status, grant_id: null });
+      const r = await request('https://api.stripe.com/v1/charges', { dispatcher: agent(), method: 'POST', headers: { authorization: `Bearer ${PLACEHOLDER}` }, body: 'a=1' });
+      expect(r.statusCode).to.equal(403);
+      expect(r.headers['x-gateway-error']).to.equal(code);
+      await r.body.text();
+    }
+    expect(up.seen).to.have.length(0);
+  });
+
+  it('streams a 1 MiB response of a request without a credential', async () => {
+    up.respond = (_req, res) => {
+      res.writeHead(200, { 'content-type': 'application/octet-stream' });
+      res.end(Buffer.alloc(1024 * 1024, 7));
+    };
+    try {
+      const r = await request('https://api.stripe.com/big', { dispatcher: agent() });
+      expect((await r.body.arrayBuffer()).byteLength).to.equal(1024 * 1024);
+      await auditWritten();
+      expect(audit[0]).to.include({ credential: 'none', reason: 'no_credential', bytes_out: 1024 * 1024 });
+    } finally {
+      up.respond = (req, res) => res.end(JSON.stringify({ url: req.url }));
+    }
+  });
+
+  it('refuses private destinations after resolution when not allowed', async () => {
+    allowed.add('localhost');
+    try {
+      const r = await request('https://localhost/', { dispatcher: agent() });
+      expect(r.statusCode).to.equal(403);
+      expect(r.headers['x-gateway-error']).to.equal('egress_denied');
+    } finally {
+      allowed.delete('localhost');
+    }
+  });
+});
