@@ -2,13 +2,17 @@ import express, { type Express, type Router } from 'express';
 import type { Logger } from '../lib/log.js';
 import type { AccountsService } from '../accounts/accounts.service.js';
 import { apiKeyAuth } from './middleware/auth.js';
-import { jsonBody } from './middleware/json-body.js';
+import { jsonBody, rejectBadBody } from './middleware/json-body.js';
 import { errorHandler, noSuchRoute } from './middleware/errors.js';
 
 export interface AppParts {
   log: Logger;
   accounts: AccountsService;
-  /** Routers that need no API key (OAuth callback, browser viewer), mounted under /v1. */
+  /**
+   * Routers that need no API key (OAuth callback, browser viewer, the decision endpoint),
+   * mounted under /v1 before the key check. They run before an unreadable body is
+   * answered: a route that reads a body calls requireJson() (or reads req.bodyError).
+   */
   publicRouters?: Router[];
   /** Routers behind the API key, mounted under /v1. */
   routers: Router[];
@@ -26,6 +30,7 @@ export function createApp(parts: AppParts): Express {
   });
   app.use(jsonBody);
   for (const r of parts.publicRouters ?? []) app.use('/v1', r);
+  app.use(rejectBadBody);
   app.use('/v1', apiKeyAuth(parts.accounts));
   for (const r of parts.routers) app.use('/v1', r);
   app.use(noSuchRoute);

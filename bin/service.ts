@@ -12,12 +12,26 @@ import { createTemplatesService } from '../environments/templates.service.js';
 import { createEnvironmentsService } from '../environments/environments.service.js';
 import { createWakeupsService } from '../environments/wakeups.service.js';
 import { createSchedulesService } from '../environments/schedules.service.js';
+import { createGatewayCache, type GatewayCache } from '../environments/egress.cache.js';
+import { createSecretsService, type SecretsService } from '../environments/secrets.service.js';
+import { createEgressService, type EgressService } from '../environments/egress.service.js';
+import { secretsRouter } from '../api/routes/secrets.js';
+import { egressRouter } from '../api/routes/egress.js';
 import { createApp } from '../api/app.js';
 import { environmentsRouter } from '../api/routes/environments.js';
 import { templatesRouter } from '../api/routes/templates.js';
 import { testClockRouter } from '../api/routes/test-clock.js';
+import { webhooksRouter } from '../api/routes/webhooks.js';
+import { createWebhookEndpointsService } from '../webhooks/endpoints.service.js';
 import { createJobRunner } from '../jobs/runner.js';
 import { loadMasterKey } from './master-key.js';
+import { createApprovalsService, type ApprovalsService } from '../approvals/approvals.service.js';
+import { createPoliciesService, type PoliciesService } from '../policies/policies.service.js';
+import { secretsStore, DEVELOPER_SCOPE as SECRETS_DEVELOPER_SCOPE } from '../environments/secrets.store.js';
+import { policiesRouter } from '../api/routes/policies.js';
+import { approvalsRouter, decisionRouter } from '../api/routes/approvals.js';
+import { createAuditService, type AuditService } from '../audit/audit.service.js';
+import { auditRouter } from '../api/routes/audit.js';
 
 export interface RunningService {
   apiUrl: string;
@@ -25,6 +39,16 @@ export interface RunningService {
   proxyUrl: string | null;
   db: Db;
   clock: ServiceClock;
+  /** Proxy lookups: secretsForEnvironment(id) (placeholder index) and effectiveEgress(id) (host matcher). */
+  secrets: SecretsService;
+  egress: EgressService;
+  /** Their shared snapshot cache; other domains call invalidateEnvironment/invalidateDeveloper after writes. */
+  gatewayCache: GatewayCache;
+  /** Approval requests are created by the gateway; tests call this directly. */
+  approvals: ApprovalsService;
+  policies: PoliciesService;
+  /** The audit log: the proxy calls recordLater() once per request; tests record() and flush(). */
+  audit: AuditService;
   close(): Promise<void>;
 }
 
@@ -62,6 +86,34 @@ export async function startService(config: Readonly<Config>, log: Logger): Promi
   });
   const wakeups = createWakeupsService({ db, clock });
   const schedules = createSchedulesService({ db, clock });
+  const gatewayCache = createGatewayCache({ db });
+  const secrets = createSecretsService({ db, clock, keyring, cache: gatewayCache });
+  const egress = createEgressService({ db, clock, cache: gatewayCache });
+  const audit = createAuditService({ db, clock, log });
+  const webhookEndpoints = createWebhookEndpointsService({ db, clock, keyring, allowPrivateDestinations: config.allowPrivateUpstreams });
+
+  // Policies and approvals point at each other through closures: a grant write (approvals)
+  // drops the environment's cached policy (policies' decider). decision_url needs the base
+  // URL, known once the API listens (set below).
+  let approvalsBaseUrl = config.baseUrl ?? '';
+  const approvals = createApprovalsService({
+    db, clock, log,
+    baseUrl: () => approvalsBaseUrl,
+    signingSecrets: (developerId) => webhookEndpoints.signingSecrets(developerId),
+    onGrantsChanged: (developerId, environmentId) => policies.decider.invalidate(developerId, environmentId),
+  });
+  const policies: PoliciesService = createPoliciesService({
+    db, clock, environments,
+    loadGrants: approvals.grantsInEffect,
+    // The environment's secret of that name, else the developer-level one.
+    isInfrastructureSecret: async (developerId, environmentId, name) => {
+      for (const scope of [environmentId, SECRETS_DEVELOPER_SCOPE]) {
+        const secret = (await secretsStore.list(db, developerId, scope)).find((r) => r.name === name);
+        if (secret) return Boolean(secret.infrastructure);
+      }
+      return false;
+    },
+  });
 
   // Sweep jobs read their work from domain tables, so nothing is lost between a commit and
   // a job being queued. With the test clock they poll every second, so runDue() after an
@@ -72,6 +124,12 @@ export async function startService(config: Readonly<Config>, log: Logger): Promi
   }, { retry: false });
   await jobs.start();
   await jobs.every('fire-wakeups', 5000, {});
+  // Reads show a pending approval past expires_at as expired at once; this makes the
+  // stored status agree and wakes waiters in every process.
+  jobs.define('expire-approvals', async () => {
+    await approvals.expireDue();
+  }, { retry: false });
+  await jobs.every('expire-approvals', 5000, {});
 
   const runDue = async (): Promise<void> => {
     const out = await jobs.runDue({ timeoutMs: 20_000 });
@@ -79,13 +137,18 @@ export async function startService(config: Readonly<Config>, log: Logger): Promi
   };
 
   const routers = [environmentsRouter({ environments, wakeups, schedules }), templatesRouter({ templates })];
+  routers.push(secretsRouter({ secrets }), egressRouter({ egress }));
+  routers.push(webhooksRouter({ endpoints: webhookEndpoints }));
   if (config.testClock) routers.push(testClockRouter({ clock, runDue }));
-  const app = createApp({ log, accounts, routers });
+  routers.push(policiesRouter({ policies }), approvalsRouter({ approvals }));
+  routers.push(auditRouter({ audit }));
+  const app = createApp({ log, accounts, routers, publicRouters: [decisionRouter({ approvals, accounts })] });
 
   const apiServer = createServer(app);
   const apiPort = await listen(apiServer, config.host, config.apiPort);
   const apiUrl = `http://${urlHost(config.host)}:${apiPort}`;
   const baseUrl = config.baseUrl ?? apiUrl;
+  approvalsBaseUrl = baseUrl;
 
   return {
     apiUrl,
@@ -93,12 +156,21 @@ export async function startService(config: Readonly<Config>, log: Logger): Promi
     proxyUrl: null,
     db,
     clock,
+    secrets,
+    egress,
+    gatewayCache,
+    approvals,
+    policies,
+    audit,
     async close() {
       await new Promise<void>((resolve) => {
         apiServer.close(() => resolve());
         apiServer.closeAllConnections();
       });
       await jobs.stop();
+      approvals.close();
+      // After the API and proxy stop taking requests: write what the audit queue holds.
+      await audit.close();
       await db.destroy();
     },
   };

@@ -1,0 +1,79 @@
+import { Router } from 'express';
+import { ServiceError } from '../../lib/errors.js';
+import type { AccountsService } from '../../accounts/accounts.service.js';
+import type { ApprovalsService } from '../../approvals/approvals.service.js';
+import { bearerKey, developerOf } from '../middleware/auth.js';
+import { page, parsePage } from '../pagination.js';
+import { approvalStatusQuery, decisionBody, environmentIdQuery } from '../schemas/approvals.js';
+import { SIGNATURE_HEADER } from '../../webhooks/signing.js';
+
+/** Approvals and grants behind the API key (decisions.md "Approvals and grants"). */
+export function approvalsRouter(deps: { approvals: ApprovalsService }): Router {
+  const { approvals } = deps;
+  const r = Router();
+
+  r.get('/approvals', async (req, res) => {
+    const { limit, after } = parsePage(req.query);
+    const status = approvalStatusQuery(req.query);
+    const environmentId = environmentIdQuery(req.query);
+    const items = await approvals.list(developerOf(req).id, {
+      limit, after,
+      ...(status !== undefined ? { status } : {}),
+      ...(environmentId !== undefined ? { environmentId } : {}),
+    });
+    res.json(page(items, limit));
+  });
+
+  r.get('/approvals/:id', async (req, res) => {
+    res.json(await approvals.get(developerOf(req).id, req.params.id));
+  });
+
+  r.get('/grants', async (req, res) => {
+    const { limit, after } = parsePage(req.query);
+    const environmentId = environmentIdQuery(req.query);
+    const items = await approvals.listGrants(developerOf(req).id, { limit, after, ...(environmentId !== undefined ? { environmentId } : {}) });
+    res.json(page(items, limit));
+  });
+
+  r.delete('/grants/:id', async (req, res) => {
+    await approvals.revokeGrant(developerOf(req).id, req.params.id);
+    res.status(204).end();
+  });
+
+  return r;
+}
+
+/**
+ * POST /v1/approvals/{id}/decision, mounted before the global API-key check (a public
+ * router): it accepts an API key OR a signed callback, and answers in the order
+ * 404 → 401 → 409 → 400 → 403 (decisions.md).
+ *
+ * - An `Authorization` header means the API-key path (decided_via `api_key`), even when a
+ *   Service-Signature is present too; a bad key is 401 `unauthorized`.
+ * - Without it, the request is a signed callback (decided_via `signature`): verified over
+ *   req.rawBody, the exact bytes received; missing, stale or wrong is 401
+ *   `invalid_signature`.
+ * - Console decisions (decided_via `console`) call the service directly.
+ */
+export function decisionRouter(deps: { approvals: ApprovalsService; accounts: AccountsService }): Router {
+  const { approvals, accounts } = deps;
+  const r = Router();
+
+  r.post('/approvals/:id/decision', async (req, res) => {
+    const body = decisionBody(req);
+    const id = req.params.id;
+    if (req.headers.authorization !== undefined) {
+      const key = bearerKey(req);
+      if (!key) throw new ServiceError('unauthorized', 'malformed Authorization header: send Authorization: Bearer <key>');
+      const developer = await accounts.authenticate(key);
+      if (!developer) throw new ServiceError('unauthorized', 'invalid or revoked API key');
+      res.json(await approvals.decide(id, { via: 'api_key', developerId: developer.id }, body));
+      return;
+    }
+    const header = req.headers[SIGNATURE_HEADER];
+    const signature = typeof header === 'string' ? header : undefined;
+    res.json(await approvals.decide(id, { via: 'signature', rawBody: req.rawBody ?? Buffer.alloc(0), signature }, body));
+  });
+
+  return r;
+}

@@ -1,0 +1,35 @@
+import { Router } from 'express';
+import { notFound } from '../../lib/errors.js';
+import type { WebhookEndpointsService } from '../../webhooks/endpoints.service.js';
+import { developerOf } from '../middleware/auth.js';
+import { requireJson } from '../middleware/json-body.js';
+import { validateBody } from '../validation.js';
+import { setWebhookEndpointSchema, type SetWebhookEndpointInput } from '../schemas/webhooks.js';
+
+/** Webhook endpoint settings (decisions.md): one endpoint per developer. */
+export function webhooksRouter(deps: { endpoints: WebhookEndpointsService }): Router {
+  const { endpoints } = deps;
+  const r = Router();
+
+  r.get('/webhook-endpoint', async (req, res) => {
+    const ep = await endpoints.get(developerOf(req).id);
+    if (!ep) throw notFound();
+    res.json(ep);
+  });
+
+  r.put('/webhook-endpoint', async (req, res) => {
+    const { url } = validateBody<SetWebhookEndpointInput>(setWebhookEndpointSchema, requireJson(req));
+    res.json(await endpoints.set(developerOf(req).id, url));
+  });
+
+  r.delete('/webhook-endpoint', async (req, res) => {
+    await endpoints.remove(developerOf(req).id);
+    res.status(204).end();
+  });
+
+  r.post('/webhook-endpoint/rotate', async (req, res) => {
+    res.json(await endpoints.rotate(developerOf(req).id));
+  });
+
+  return r;
+}

@@ -1,0 +1,39 @@
+import type { Request } from 'express';
+import { ServiceError } from '../../lib/errors.js';
+import type { ApprovalStatus } from '../../approvals/approvals.store.js';
+import type { DecisionBody } from '../../approvals/approvals.service.js';
+import { optionalString } from '../pagination.js';
+
+const STATUSES: readonly ApprovalStatus[] = ['pending', 'approved', 'denied', 'expired'];
+
+/** `status` of GET /v1/approvals: one of the four (else 400 invalid_request), or absent. */
+export function approvalStatusQuery(query: Record<string, unknown>): ApprovalStatus | undefined {
+  const v = optionalString(query, 'status');
+  if (v === undefined || v === '') return undefined;
+  if (!STATUSES.includes(v as ApprovalStatus)) throw new ServiceError('invalid_request', `status must be one of ${STATUSES.join(', ')}`);
+  return v as ApprovalStatus;
+}
+
+export function environmentIdQuery(query: Record<string, unknown>): string | undefined {
+  const v = optionalString(query, 'environment_id');
+  return v === undefined || v === '' ? undefined : v;
+}
+
+/**
+ * The decision body as read by json-body, without throwing: the service checks it only
+ * after 404, 401 and 409 (decisions.md order of checks). JSON that does not parse, or an
+ * empty body sent as JSON, is `invalid_decision` (every malformed decision body is, never
+ * 422). No body at all, or a body without the JSON content type, stays 415 like every
+ * other endpoint; an oversized body stays 413.
+ */
+export function decisionBody(req: Request): DecisionBody {
+  const err = req.bodyError;
+  if (err) {
+    if (err.code === 'invalid_request') return { ok: false, error: new ServiceError('invalid_decision', err.message) };
+    return { ok: false, error: err };
+  }
+  if (req.body === undefined) {
+    return { ok: false, error: new ServiceError('unsupported_media_type', 'a decision needs a JSON body with Content-Type: application/json') };
+  }
+  return { ok: true, value: req.body };
+}

@@ -1,0 +1,575 @@
+import { EventEmitter } from 'node:events';
+import type { Db } from '../store/db.js';
+import { withTx } from '../store/db.js';
+import type { Clock, ServiceClock } from '../lib/clock.js';
+import { iso } from '../lib/clock.js';
+import { newId } from '../lib/ids.js';
+import { ServiceError, notFound } from '../lib/errors.js';
+import type { Logger } from '../lib/log.js';
+import { isScope, isWiderThan, type Category, type GrantLike, type Scope } from '../policy-engine/index.js';
+import { enqueueEvent } from '../webhooks/outbox.js';
+import { checkSignature, DEFAULT_TOLERANCE_SECS } from '../webhooks/signing.js';
+import { approvalsStore, type ApprovalOutcomeRow, type ApprovalRow, type ApprovalStatus, type DecidedVia } from './approvals.store.js';
+import { grantsStore, type GrantRow, type GrantScopeValue } from './grants.store.js';
+import { MAX_UNTIL_SECS, parseDecision, scopeOf } from './decision.js';
+
+/** service.md "Approval request": default lifetime ten minutes. */
+export const APPROVAL_LIFETIME_MS = 10 * 60 * 1000;
+/** Server-side tolerance for signed decision callbacks (decisions.md: 300 seconds). */
+export const CALLBACK_TOLERANCE_SECS = DEFAULT_TOLERANCE_SECS;
+/** How often waiters look at the store for decisions made by other processes. */
+export const DEFAULT_WAIT_POLL_MS = 1000;
+/** Task and session ids (agent request headers) longer than this are refused by requestApproval. */
+export const MAX_TAG_LENGTH = 255;
+
+/** The approval record of the API (decisions.md: the spec's fields plus created_at, grant_id). */
+export interface Approval {
+  id: string;
+  environment_id: string;
+  connector: string;
+  category: string;
+  summary: string;
+  task_id: string | null;
+  session_id: string | null;
+  max_scope: string;
+  status: ApprovalStatus;
+  scope: string | null;
+  decided_via: DecidedVia | null;
+  decided_at: string | null;
+  expires_at: string;
+  created_at: string;
+  grant_id: string | null;
+}
+
+/** The grant record of the API (decisions.md, Approvals and grants). */
+export interface Grant {
+  id: string;
+  environment_id: string;
+  connector: string;
+  category: string;
+  scope: GrantScopeValue;
+  task_id: string | null;
+  session_id: string | null;
+  expires_at: string | null;
+  approval_id: string;
+  created_at: string;
+}
+
+/** A grant as the policy engine reads it (expires_at in ms), with its API record. */
+export interface EngineGrant extends GrantLike {
+  readonly record: Grant;
+}
+
+export interface RequestApprovalInput {
+  developerId: string;
+  environmentId: string;
+  connector: string;
+  category: Category;
+  method: string;
+  host: string;
+  /** The request path; a query string or fragment is not shown in the summary. */
+  path: string;
+  task_id?: string | null;
+  session_id?: string | null;
+  max_scope: Scope;
+}
+
+export interface DecisionOutcome {
+  status: 'approved' | 'denied' | 'expired';
+  scope: string | null;
+  grant_id: string | null;
+}
+
+/** The body as the transport read it: the parsed JSON, or why it could not be read. */
+export type DecisionBody = { ok: true; value: unknown } | { ok: false; error: ServiceError };
+
+export type DecisionCaller =
+  | { via: 'api_key' | 'console'; developerId: string }
+  | { via: 'signature'; rawBody: Buffer; signature: string | undefined };
+
+/** A pending approval past its expiry reads as expired even before the sweep marks it. */
+export function effectiveStatus(row: Pick<ApprovalRow, 'status' | 'expires_at'>, nowMs: number): ApprovalStatus {
+  return row.status === 'pending' && Number(row.expires_at) <= nowMs ? 'expired' : row.status;
+}
+
+export function toApproval(r: ApprovalRow, nowMs: number): Approval {
+  return {
+    id: r.id,
+    environment_id: r.environment_id,
+    connector: r.connector,
+    category: r.category,
+    summary: r.summary,
+    task_id: r.task_id ?? null,
+    session_id: r.session_id ?? null,
+    max_scope: r.max_scope,
+    status: effectiveStatus(r, nowMs),
+    scope: r.scope ?? null,
+    decided_via: r.decided_via ?? null,
+    decided_at: iso(r.decided_at),
+    expires_at: iso(r.expires_at)!,
+    created_at: iso(r.created_at)!,
+    grant_id: r.grant_id ?? null,
+  };
+}
+
+export function toGrant(r: GrantRow): Grant {
+  return {
+    id: r.id,
+    environment_id: r.environment_id,
+    connector: r.connector,
+    category: r.category,
+    scope: r.scope,
+    task_id: r.task_id ?? null,
+    session_id: r.session_id ?? null,
+    expires_at: iso(r.expires_at),
+    approval_id: r.approval_id,
+    created_at: iso(r.created_at)!,
+  };
+}
+
+function toEngineGrant(r: GrantRow): EngineGrant {
+  return {
+    id: r.id,
+    connector: r.connector,
+    category: r.category as Category,
+    scope: r.scope,
+    task_id: r.task_id ?? null,
+    session_id: r.session_id ?? null,
+    expires_at: r.expires_at == null ? null : Number(r.expires_at),
+    record: toGrant(r),
+  };
+}
+
+/**
+ * `<METHOD> <host> <path>` on one line (service.md). The query string is left out: it can
+ * carry tokens, and the summary goes to the end user and into webhooks. Control
+ * characters become spaces so the summary stays one line.
+ */
+export function summaryOf(method: string, host: string, path: string): string {
+  const bare = path.replace(/[?#].*$/s, '') || '/';
+  // eslint-disable-next-line no-control-regex
+  const oneLine = (s: string) => s.replace(/[\u0000-\u001f\u007f]/g, ' ');
+  return `${oneLine(method.toUpperCase())} ${oneLine(host)} ${oneLine(bare)}`;
+}
+
+function outcomeOf(r: Pick<ApprovalRow, 'status' | 'scope' | 'grant_id'>): DecisionOutcome {
+  return { status: r.status as DecisionOutcome['status'], scope: r.scope ?? null, grant_id: r.grant_id ?? null };
+}
+
+const EXPIRED: DecisionOutcome = Object.freeze({ status: 'expired', scope: null, grant_id: null }) as DecisionOutcome;
+
+function abortError(signal: AbortSignal): unknown {
+  return signal.reason ?? new DOMException('The wait was aborted', 'AbortError');
+}
+
+export interface ApprovalsDeps {
+  db: Db;
+  clock: Clock & Partial<Pick<ServiceClock, 'onAdvance'>>;
+  log: Logger;
+  /** Public base of decision_url; bin knows it once the API listens. */
+  baseUrl: () => string;
+  /** The developer's webhook secrets in force: [current, previous within 24 h]; [] when none. */
+  signingSecrets: (developerId: string) => Promise<string[]>;
+  /** Called after every grant write (decision, revocation) so policy caches drop the environment. */
+  onGrantsChanged?: (developerId: string, environmentId: string) => void;
+  /** Store polling interval of waitForDecision for decisions made by other processes. */
+  waitPollMs?: number;
+  /** Wall clock for the signature tolerance (tests inject it). */
+  wallNowMs?: () => number;
+}
+
+/**
+ * Approval requests, decisions and grants (service.md "Approval request" states, "Decision
+ * endpoint", "Grants").
+ *
+ * Waiting for a decision (the gateway holds the agent's request meanwhile): a decision
+ * made in this process reaches waiters through an in-process EventEmitter at once; one
+ * made by another process sharing the database is found by a shared poll of the store
+ * (one query for all waited ids every waitPollMs). Expiry reaches waiters by a timer at
+ * expires_at, by the sweep (expireDue), and on every test-clock advance.
+ */
+export function createApprovalsService(deps: ApprovalsDeps) {
+  const { db, clock, log } = deps;
+  const wallNowMs = deps.wallNowMs ?? Date.now;
+  const pollMs = deps.waitPollMs ?? DEFAULT_WAIT_POLL_MS;
+  const signals = new EventEmitter();
+  signals.setMaxListeners(0);
+
+  const grantsChanged = (developerId: string, environmentId: string): void => {
+    try {
+      deps.onGrantsChanged?.(developerId, environmentId);
+    } catch (err) {
+      log.error({ err }, 'grant change listener failed');
+    }
+  };
+
+  const announce = (id: string, outcome: DecisionOutcome): void => {
+    signals.emit(id, outcome);
+  };
+
+  async function requestApproval(input: RequestApprovalInput): Promise<Approval> {
+    if (!isScope(input.max_scope)) throw new TypeError(`max_scope is not a scope: ${String(input.max_scope)}`);
+    const tag = (v: string | null | undefined, name: string): string | null => {
+      if (v === undefined || v === null || v === '') return null;
+      if (v.length > MAX_TAG_LENGTH) throw new TypeError(`${name} is longer than ${MAX_TAG_LENGTH} characters`);
+      return v;
+    };
+    const now = clock.nowMs();
+    const row: ApprovalRow = {
+      id: newId('apr'),
+      developer_id: input.developerId,
+      environment_id: input.environmentId,
+      connector: input.connector,
+      category: input.category,
+      method: input.method.toUpperCase(),
+      host: input.host,
+      path: input.path,
+      summary: summaryOf(input.method, input.host, input.path),
+      task_id: tag(input.task_id, 'task_id'),
+      session_id: tag(input.session_id, 'session_id'),
+      max_scope: input.max_scope,
+      status: 'pending',
+      scope: null,
+      decided_via: null,
+      decided_at: null,
+      grant_id: null,
+      expires_at: now + APPROVAL_LIFETIME_MS,
+      created_at: now,
+    };
+    await withTx(db, async (trx) => {
+      await approvalsStore.insert(trx, row);
+      // Same transaction: the event exists exactly when the approval does.
+      await enqueueEvent(trx, {
+        developerId: row.developer_id,
+        type: 'approval.requested',
+        environmentId: row.environment_id,
+        data: {
+          approval_id: row.id,
+          env_id: row.environment_id,
+          connector: row.connector,
+          category: row.category,
+          summary: row.summary,
+          max_scope: row.max_scope,
+          // Integer Unix seconds (decisions.md); rounded down, so a receiver never thinks
+          // it has longer than it has.
+          expires_at: Math.floor(row.expires_at / 1000),
+          decision_url: `${deps.baseUrl().replace(/\/+$/, '')}/v1/approvals/${row.id}/decision`,
+        },
+        createdAtMs: now,
+      });
+    });
+    return toApproval(row, now);
+  }
+
+  async function get(developerId: string, id: string): Promise<Approval> {
+    const row = await approvalsStore.get(db, developerId, id);
+    if (!row) throw notFound();
+    return toApproval(row, clock.nowMs());
+  }
+
+  async function list(developerId: string, opts: { status?: ApprovalStatus; environmentId?: string; limit: number; after: string | null }): Promise<Approval[]> {
+    const now = clock.nowMs();
+    const rows = await approvalsStore.list(db, developerId, { ...opts, nowMs: now });
+    return rows.map((r) => toApproval(r, now));
+  }
+
+  /**
+   * Decides an approval. Order of checks (decisions.md): 404 → 401 invalid_signature
+   * (signed callbacks, before anything about the approval's state is revealed) → 409
+   * already_decided → 400 body checks → 403 scope_too_wide. The write is one conditional
+   * UPDATE, so of concurrent decisions exactly one wins and the others get 409; the grant
+   * is stored in the same transaction.
+   */
+  async function decide(id: string, caller: DecisionCaller, body: DecisionBody): Promise<Approval> {
+    // 404
+    const row = caller.via === 'signature' ? await approvalsStore.getById(db, id) : await approvalsStore.get(db, caller.developerId, id);
+    if (!row) throw notFound();
+
+    // 401
+    if (caller.via === 'signature') {
+      const secrets = await deps.signingSecrets(row.developer_id);
+      const result = secrets.length === 0
+        ? (caller.signature ? 'mismatch' : 'missing')
+        : checkSignature(caller.rawBody, caller.signature, secrets, {
+            nowSecs: [Math.floor(clock.nowMs() / 1000), Math.floor(wallNowMs() / 1000)],
+            toleranceSecs: CALLBACK_TOLERANCE_SECS,
+          });
+      if (result !== 'ok') {
+        const why = {
+          missing: 'a decision needs an API key (Authorization: Bearer) or a Service-Signature header',
+          malformed: 'the Service-Signature header is malformed',
+          stale: `the Service-Signature timestamp is more than ${CALLBACK_TOLERANCE_SECS} seconds from now`,
+          mismatch: 'the Service-Signature does not match the body',
+        }[result];
+        throw new ServiceError('invalid_signature', why);
+      }
+    }
+
+    // 409
+    const alreadyDecided = () => new ServiceError('already_decided', 'this approval request was already decided or has expired');
+    if (effectiveStatus(row, clock.nowMs()) !== 'pending') throw alreadyDecided();
+
+    // 400
+    if (!body.ok) throw body.error;
+    const decision = parseDecision(body.value);
+    let scope: Scope | null = null;
+    let grant: GrantRow | null = null;
+    if (decision.decision === 'approve') {
+      const s = decision.scope;
+      if (s.kind === 'task') {
+        if (row.task_id === null) throw new ServiceError('invalid_scope', 'the request carried no task id, so a task scope cannot be used');
+        if (s.task_id !== row.task_id) throw new ServiceError('invalid_scope', 'task_id does not match the request\'s own');
+      } else if (s.kind === 'session') {
+        if (row.session_id === null) throw new ServiceError('invalid_scope', 'the request carried no session id, so a session scope cannot be used');
+        if (s.session_id !== row.session_id) throw new ServiceError('invalid_scope', 'session_id does not match the request\'s own');
+      } else if (s.kind === 'until') {
+        if (s.until * 1000 <= clock.nowMs()) throw new ServiceError('invalid_scope', 'until must be in the future');
+        if (s.until > MAX_UNTIL_SECS) throw new ServiceError('invalid_scope', `until must be at most ${MAX_UNTIL_SECS} (9999-12-31T23:59:59Z)`);
+      }
+      scope = scopeOf(s);
+      // 403
+      if (isWiderThan(scope, row.max_scope as Scope)) {
+        throw new ServiceError('scope_too_wide', `scope ${scope} is wider than this request's max_scope ${row.max_scope}`);
+      }
+      if (scope !== 'once') {
+        grant = {
+          id: newId('grt'),
+          developer_id: row.developer_id,
+          environment_id: row.environment_id,
+          connector: row.connector,
+          category: row.category,
+          scope,
+          task_id: s.kind === 'task' ? s.task_id : null,
+          session_id: s.kind === 'session' ? s.session_id : null,
+          expires_at: s.kind === 'until' ? s.until * 1000 : null,
+          approval_id: row.id,
+          created_at: 0,
+          revoked_at: null,
+        };
+      }
+    }
+
+    const via: DecidedVia = caller.via;
+    const decided = await withTx(db, async (trx) => {
+      const now = clock.nowMs();
+      const patch = {
+        status: (decision.decision === 'approve' ? 'approved' : 'denied') as ApprovalStatus,
+        scope,
+        decided_via: via,
+        decided_at: now,
+        grant_id: grant?.id ?? null,
+      };
+      const n = await approvalsStore.decide(trx, row.id, now, patch);
+      if (n !== 1) throw alreadyDecided();
+      if (grant) {
+        grant.created_at = now;
+        await grantsStore.insert(trx, grant);
+      }
+      return { ...row, ...patch };
+    });
+    if (grant) grantsChanged(row.developer_id, row.environment_id);
+    announce(row.id, outcomeOf(decided));
+    return toApproval(decided, clock.nowMs());
+  }
+
+  /**
+   * Marks pending approvals past expires_at `expired` (the sweep job). Returns how many.
+   * Reads already show them expired; this makes the stored status agree and wakes waiters.
+   */
+  async function expireDue(): Promise<number> {
+    let total = 0;
+    for (;;) {
+      const now = clock.nowMs();
+      const ids = await approvalsStore.duePending(db, now, 500);
+      if (ids.length === 0) break;
+      const n = await approvalsStore.expire(db, ids, now);
+      total += n;
+      // Whoever marked them (this sweep or another process's), they are expired now: a
+      // decision cannot win after expires_at.
+      for (const id of ids) announce(id, EXPIRED);
+      // A full batch of which none changed means another sweeper holds them: stop rather
+      // than re-read the same rows.
+      if (ids.length < 500 || n === 0) break;
+    }
+    return total;
+  }
+
+  // ---- waiting -------------------------------------------------------------------------
+
+  interface Waiter {
+    id: string;
+    /** Re-examines a row of this approval; settles the wait when it is over. */
+    examine(row: ApprovalOutcomeRow | undefined): void;
+    /** Ends the wait with an error (service closing). */
+    fail(err: unknown): void;
+  }
+  const waiters = new Set<Waiter>();
+  let pollTimer: NodeJS.Timeout | null = null;
+  let polling = false;
+  let closed = false;
+
+  /** One query for every waited id; settles the decided, expires the overdue. */
+  async function pollOnce(): Promise<void> {
+    if (polling || waiters.size === 0) return;
+    polling = true;
+    try {
+      const ids = [...new Set([...waiters].map((w) => w.id))];
+      for (let i = 0; i < ids.length; i += 500) {
+        const chunk = ids.slice(i, i + 500);
+        const rows = new Map((await approvalsStore.outcomes(db, chunk)).map((r) => [r.id, r]));
+        for (const w of [...waiters]) if (chunk.includes(w.id)) w.examine(rows.get(w.id));
+      }
+    } catch (err) {
+      log.warn({ err }, 'approval wait poll failed; retrying at the next tick');
+    } finally {
+      polling = false;
+    }
+  }
+
+  function ensurePolling(): void {
+    if (pollTimer || closed) return;
+    pollTimer = setInterval(() => {
+      if (waiters.size === 0) {
+        clearInterval(pollTimer!);
+        pollTimer = null;
+        return;
+      }
+      void pollOnce();
+    }, pollMs);
+    pollTimer.unref();
+  }
+
+  /** Expires one overdue approval (if still pending) and tells everyone what it is now. */
+  async function expireOne(id: string): Promise<void> {
+    const now = clock.nowMs();
+    const n = await approvalsStore.expire(db, [id], now);
+    if (n === 1) {
+      announce(id, EXPIRED);
+      return;
+    }
+    const [row] = await approvalsStore.outcomes(db, [id]);
+    if (row && row.status !== 'pending') announce(id, outcomeOf(row));
+    else if (row && Number(row.expires_at) <= clock.nowMs()) announce(id, EXPIRED);
+  }
+
+  const unsubscribeAdvance = clock.onAdvance?.(() => {
+    // Time jumped (test clock): overdue waits end now, not at their wall-clock timer.
+    void pollOnce();
+  });
+
+  /**
+   * Resolves once the approval is approved, denied or expired (also when the test clock
+   * moves past expires_at). Rejects with the signal's reason when aborted, and with an
+   * Error when the approval does not exist.
+   */
+  function waitForDecision(id: string, signal?: AbortSignal): Promise<DecisionOutcome> {
+    return new Promise<DecisionOutcome>((resolve, reject) => {
+      if (signal?.aborted) return reject(abortError(signal));
+      if (closed) return reject(new Error('the approvals service is closed'));
+      let settled = false;
+      let timer: NodeJS.Timeout | null = null;
+      let expiring = false;
+
+      const cleanup = (): void => {
+        settled = true;
+        signals.off(id, onSignal);
+        waiters.delete(waiter);
+        if (timer) clearTimeout(timer);
+        signal?.removeEventListener('abort', onAbort);
+      };
+      const finish = (o: DecisionOutcome): void => {
+        if (settled) return;
+        cleanup();
+        resolve(o);
+      };
+      const fail = (err: unknown): void => {
+        if (settled) return;
+        cleanup();
+        reject(err);
+      };
+      function onSignal(o: DecisionOutcome): void {
+        finish(o);
+      }
+      function onAbort(): void {
+        fail(abortError(signal!));
+      }
+      const expireNow = (): void => {
+        if (expiring || settled) return;
+        expiring = true;
+        expireOne(id)
+          .catch((err) => log.warn({ err, approval_id: id }, 'expiring an approval failed; the sweep will'))
+          .finally(() => {
+            expiring = false;
+          });
+      };
+      const arm = (expiresAt: number): void => {
+        if (timer) clearTimeout(timer);
+        const ms = Math.min(Math.max(expiresAt - clock.nowMs(), 0) + 5, 2 ** 31 - 1);
+        timer = setTimeout(() => {
+          timer = null;
+          if (settled) return;
+          if (clock.nowMs() >= expiresAt) expireNow();
+          else arm(expiresAt);
+        }, ms);
+        timer.unref();
+      };
+      const waiter: Waiter = {
+        id,
+        examine(row) {
+          if (settled) return;
+          if (!row) return fail(new Error(`no such approval: ${id}`));
+          if (row.status !== 'pending') return finish(outcomeOf(row));
+          if (Number(row.expires_at) <= clock.nowMs()) return expireNow();
+          arm(Number(row.expires_at));
+        },
+        fail,
+      };
+
+      signals.on(id, onSignal);
+      signal?.addEventListener('abort', onAbort, { once: true });
+      waiters.add(waiter);
+      ensurePolling();
+      approvalsStore.outcomes(db, [id]).then(
+        (rows) => waiter.examine(rows[0]),
+        (err) => fail(err),
+      );
+    });
+  }
+
+  // ---- grants --------------------------------------------------------------------------
+
+  async function listGrants(developerId: string, opts: { environmentId?: string; limit: number; after: string | null }): Promise<Grant[]> {
+    const rows = await grantsStore.list(db, developerId, { ...opts, nowMs: clock.nowMs() });
+    return rows.map(toGrant);
+  }
+
+  /** Idempotent; 404 only for an id never issued to this developer. Takes effect at once. */
+  async function revokeGrant(developerId: string, id: string): Promise<void> {
+    const row = await grantsStore.get(db, developerId, id);
+    if (!row) throw notFound();
+    if (row.revoked_at == null) await grantsStore.revoke(db, developerId, id, clock.nowMs());
+    grantsChanged(developerId, row.environment_id);
+  }
+
+  /** An environment's grants in effect, in the form the policy engine indexes. */
+  async function grantsInEffect(developerId: string, environmentId: string): Promise<EngineGrant[]> {
+    const rows = await grantsStore.inEffectFor(db, developerId, environmentId, clock.nowMs());
+    return rows.map(toEngineGrant);
+  }
+
+  function close(): void {
+    closed = true;
+    unsubscribeAdvance?.();
+    if (pollTimer) clearInterval(pollTimer);
+    pollTimer = null;
+    const err = new Error('the approvals service is closing');
+    for (const w of [...waiters]) w.fail(err);
+  }
+
+  return {
+    requestApproval, get, list, decide, expireDue, waitForDecision,
+    listGrants, revokeGrant, grantsInEffect, close,
+  };
+}
+
+export type ApprovalsService = ReturnType<typeof createApprovalsService>;

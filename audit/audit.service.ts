@@ -1,0 +1,190 @@
+import type { Db } from '../store/db.js';
+import { withTx } from '../store/db.js';
+import type { Clock } from '../lib/clock.js';
+import { newId } from '../lib/ids.js';
+import type { Logger } from '../lib/log.js';
+import { auditStore, type ListFilters } from './audit.store.js';
+import { ChainVerifier, EMPTY_HEAD, chainRows, type VerifyResult } from './chain.js';
+import { AuditBatchWriter, type AuditWriterStats, type BatchWriterOptions } from './batch-writer.js';
+import { sanitizeEntry, toAuditEntry, type AuditEntry, type AuditEntryInput, type AuditRow, type UnchainedRow } from './entry.js';
+
+export type { AuditEntry, AuditEntryInput } from './entry.js';
+export type { VerifyResult } from './chain.js';
+export type { AuditWriterStats, BatchWriterOptions } from './batch-writer.js';
+
+export interface ListAuditOptions extends ListFilters {
+  /** An audit id: entries older than it. Unknown (or another developer's): empty page. */
+  after?: string | null;
+  limit: number;
+}
+
+/** Rows per query when verify walks a chain. */
+const VERIFY_PAGE = 1000;
+/** Attempts of one record() transaction on a deadlock, lock timeout or busy database. */
+const RECORD_ATTEMPTS = 4;
+
+/** The head row disappeared between ensureHead and the lock (tampering, or a stale cache). */
+class MissingHead extends Error {
+  constructor(readonly developerId: string) {
+    super('audit chain head missing');
+  }
+}
+
+/** Errors worth another attempt of the same transaction. */
+function transient(err: unknown): boolean {
+  const code = (err as { code?: string })?.code;
+  return err instanceof MissingHead || code === 'ER_LOCK_DEADLOCK' || code === 'ER_LOCK_WAIT_TIMEOUT' || code === 'SQLITE_BUSY' || code === 'SQLITE_BUSY_SNAPSHOT';
+}
+
+export function createAuditService(deps: { db: Db; clock: Clock; log: Logger; batch?: Partial<BatchWriterOptions> }) {
+  const { db, clock, log } = deps;
+  // Developers whose chain head row is known to exist: saves the INSERT IGNORE round trip
+  // on every append. Heads are never deleted; if one is (tampering), the lock finds no
+  // row, the id leaves this set, and the append is retried after re-creating it.
+  const knownHeads = new Set<string>();
+
+  async function ensureHeads(developerIds: Iterable<string>): Promise<void> {
+    for (const d of developerIds) {
+      if (knownHeads.has(d)) continue;
+      await auditStore.ensureHead(db, d, clock.nowMs());
+      knownHeads.add(d);
+    }
+  }
+
+  /**
+   * Appends rows in ONE transaction, chained in order per developer. Heads are locked in
+   * developer id order, so two writers whose batches share developers cannot deadlock.
+   */
+  async function appendOnce(rows: readonly UnchainedRow[]): Promise<AuditRow[]> {
+    const byDeveloper = new Map<string, UnchainedRow[]>();
+    for (const r of rows) {
+      const list = byDeveloper.get(r.developer_id);
+      if (list) list.push(r);
+      else byDeveloper.set(r.developer_id, [r]);
+    }
+    const developers = [...byDeveloper.keys()].sort();
+    await ensureHeads(developers);
+    return withTx(db, async (trx) => {
+      const out: AuditRow[] = [];
+      const now = clock.nowMs();
+      for (const d of developers) {
+        const head = await auditStore.lockHead(trx, d);
+        if (!head) {
+          knownHeads.delete(d);
+          throw new MissingHead(d);
+        }
+        const chained = chainRows(head, byDeveloper.get(d)!);
+        await auditStore.insertRows(trx, chained.rows);
+        await auditStore.setHead(trx, d, chained.head, now);
+        out.push(...chained.rows);
+      }
+      return out;
+    });
+  }
+
+  async function append(rows: readonly UnchainedRow[]): Promise<AuditRow[]> {
+    for (let attempt = 1; ; attempt++) {
+      try {
+        return await appendOnce(rows);
+      } catch (err) {
+        if (attempt >= RECORD_ATTEMPTS || !transient(err)) throw err;
+      }
+    }
+  }
+
+  const writer = new AuditBatchWriter(
+    {
+      writeBatch: async (rows) => {
+        await append(rows);
+      },
+      existingIds: (ids) => auditStore.existingIds(db, ids),
+    },
+    log,
+    deps.batch,
+  );
+
+  function prepare(entry: AuditEntryInput): UnchainedRow {
+    return sanitizeEntry(entry, newId('aud'), clock.nowMs());
+  }
+
+  /**
+   * Appends one entry now, in its own transaction, and returns it as stored. Throws
+   * TypeError for an entry that breaks the field rules, and the store's error when the
+   * store is down (the entry is then not recorded).
+   */
+  async function record(entry: AuditEntryInput): Promise<AuditEntry> {
+    const [row] = await append([prepare(entry)]);
+    return toAuditEntry(row!);
+  }
+
+  /**
+   * Queues one entry for the batched writer and returns its id at once, or null when the
+   * queue is full or the writer closed (counted in stats().dropped). Throws TypeError for
+   * an entry that breaks the field rules. This is the proxy's call, after the response.
+   */
+  function recordLater(entry: AuditEntryInput): string | null {
+    const row = prepare(entry);
+    return writer.enqueue(row) ? row.id : null;
+  }
+
+  /** Newest first; returns up to limit + 1 entries (api/pagination page() cuts). */
+  async function list(developerId: string, opts: ListAuditOptions): Promise<AuditEntry[]> {
+    let beforeSeq: number | null = null;
+    if (opts.after) {
+      beforeSeq = await auditStore.seqOf(db, developerId, opts.after);
+      if (beforeSeq === null) return [];
+    }
+    const filters: ListFilters = { environment_id: opts.environment_id, decision: opts.decision, connector: opts.connector };
+    return (await auditStore.list(db, developerId, filters, beforeSeq, opts.limit + 1)).map(toAuditEntry);
+  }
+
+  /**
+   * Walks the developer's chain in seq order, VERIFY_PAGE rows per query, recomputing each
+   * hash (docs/audit.md: what it detects). Safe while appends go on: it checks the rows up
+   * to the head it read first (every row up to that seq was committed with or before that
+   * head), then that no row lies beyond the head as it is at the end.
+   */
+  async function verify(developerId: string, opts: { pageSize?: number } = {}): Promise<VerifyResult> {
+    const q = db;
+    const pageSize = opts.pageSize ?? VERIFY_PAGE;
+    const head = (await auditStore.head(q, developerId)) ?? EMPTY_HEAD;
+    const v = new ChainVerifier();
+    let after = 0;
+    while (after < head.seq) {
+      const rows = await auditStore.chainPage(q, developerId, after, head.seq, pageSize);
+      if (rows.length === 0) break;
+      if (!v.feed(rows)) break;
+      after = Number(rows[rows.length - 1]!.seq);
+      // better-sqlite3 answers synchronously, so a long walk would be one unbroken chain
+      // of microtasks: let timers and sockets (the proxy) run between pages.
+      await new Promise((resolve) => setImmediate(resolve));
+    }
+    let result = v.finish(head);
+    if (result.ok) {
+      // In this order: a row committed after maxSeq was read cannot be counted, and every
+      // row counted was committed with a head move that the second read sees.
+      const max = await auditStore.maxSeq(q, developerId);
+      const headNow = (await auditStore.head(q, developerId)) ?? EMPTY_HEAD;
+      if (max > headNow.seq) {
+        const extra = await auditStore.firstAfter(q, developerId, headNow.seq);
+        if (extra) result = v.beyondHead(extra.id);
+      }
+    }
+    if (!result.ok) log.warn({ developer_id: developerId, first_broken_id: result.first_broken_id, reason: v.reason, checked: result.checked }, 'audit: chain verification failed');
+    return result;
+  }
+
+  return {
+    record,
+    recordLater,
+    /** Writes everything queued before the call; rejects if the store fails (entries stay queued). */
+    flush: () => writer.flush(),
+    /** Stops the batched writer after writing what is queued (retrying up to timeoutMs). */
+    close: (timeoutMs?: number) => writer.close(timeoutMs),
+    stats: (): AuditWriterStats => writer.stats(),
+    list,
+    verify,
+  };
+}
+
+export type AuditService = ReturnType<typeof createAuditService>;

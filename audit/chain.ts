@@ -1,0 +1,156 @@
+import { createHash } from 'node:crypto';
+import type { AuditRow, UnchainedRow } from './entry.js';
+
+/**
+ * The hash chain of a developer's audit log (docs/audit.md). Pure: no store, no clock.
+ *
+ *   hash(n) = sha256_hex(prev_hash(n) + canonical_json(entry n))
+ *   prev_hash(1) = GENESIS_HASH, prev_hash(n) = hash(n-1), seq(n) = n
+ *
+ * canonical_json is JSON.stringify of an object with exactly HASHED_FIELDS in that order:
+ * numbers as JSON integers, absent values as null, every other value as the stored string
+ * (matched_rules is hashed as its stored JSON text). seq and developer_id are hashed, so a
+ * row moved to another position or another developer no longer matches its hash.
+ */
+export const GENESIS_HASH = '0'.repeat(64);
+
+export const HASHED_FIELDS = [
+  'id', 'developer_id', 'seq', 'created_at', 'environment_id', 'method', 'host', 'path',
+  'connector', 'category', 'credential', 'decision', 'reason', 'matched_rules',
+  'approval_id', 'grant_id', 'status', 'upstream_status', 'bytes_in', 'bytes_out', 'duration_ms',
+] as const satisfies ReadonlyArray<keyof AuditRow>;
+
+const NUMERIC = new Set<string>(['seq', 'created_at', 'status', 'upstream_status', 'bytes_in', 'bytes_out', 'duration_ms']);
+
+export type HashedRow = Pick<AuditRow, (typeof HASHED_FIELDS)[number]>;
+
+export function canonicalJson(row: HashedRow): string {
+  const out: Record<string, unknown> = {};
+  for (const f of HASHED_FIELDS) {
+    const v = row[f];
+    // Drivers hand BIGINT back as number (mysql2 with bigNumberStrings off) or string;
+    // both hash alike.
+    out[f] = v == null ? null : NUMERIC.has(f) ? Number(v) : String(v);
+  }
+  return JSON.stringify(out);
+}
+
+export function entryHash(prevHash: string, row: HashedRow): string {
+  return createHash('sha256').update(prevHash, 'utf8').update(canonicalJson(row), 'utf8').digest('hex');
+}
+
+/** `audit_chain_heads`: the last seq and hash of a developer's chain. */
+export interface ChainHead {
+  seq: number;
+  hash: string;
+}
+
+export const EMPTY_HEAD: ChainHead = Object.freeze({ seq: 0, hash: GENESIS_HASH });
+
+/** Appends rows (one developer's, in order) to the chain ending at `head`. */
+export function chainRows(head: ChainHead, rows: readonly UnchainedRow[]): { rows: AuditRow[]; head: ChainHead } {
+  let seq = Number(head.seq);
+  let prev = head.hash;
+  const out: AuditRow[] = [];
+  for (const r of rows) {
+    seq += 1;
+    const row = { ...r, seq, prev_hash: prev, hash: '' };
+    row.hash = entryHash(prev, row);
+    prev = row.hash;
+    out.push(row);
+  }
+  return { rows: out, head: { seq, hash: prev } };
+}
+
+export interface VerifyResult {
+  ok: boolean;
+  /** Entries examined: all of them when ok, else up to and including the broken one. */
+  checked: number;
+  first_broken_id: string | null;
+}
+
+export type BreakReason =
+  | 'seq_gap' // a row missing before this one, or rows reordered
+  | 'prev_hash_mismatch' // this row does not follow the previous one
+  | 'hash_mismatch' // this row's fields were changed
+  | 'tail_missing' // the chain head says there were more rows after the last one
+  | 'head_mismatch' // the last row's hash is not the head's hash
+  | 'beyond_head'; // rows after the chain head (written around the writer)
+
+/**
+ * Walks one developer's rows in seq order, a page at a time, so a long log is never
+ * loaded at once. `feed` returns false once the chain is broken (stop reading).
+ */
+export class ChainVerifier {
+  #expectedSeq = 1;
+  #prev = GENESIS_HASH;
+  #checked = 0;
+  #lastId: string | null = null;
+  #broken: string | null = null;
+  #reason: BreakReason | null = null;
+  #isBroken = false;
+
+  get broken(): boolean {
+    return this.#isBroken;
+  }
+  get reason(): BreakReason | null {
+    return this.#reason;
+  }
+  /** Seq of the last row fed (0 before any). */
+  get lastSeq(): number {
+    return this.#expectedSeq - 1;
+  }
+
+  #break(id: string | null, reason: BreakReason): false {
+    this.#isBroken = true;
+    this.#broken = id;
+    this.#reason = reason;
+    return false;
+  }
+
+  feed(rows: Iterable<AuditRow>): boolean {
+    if (this.#isBroken) return false;
+    for (const row of rows) {
+      this.#checked += 1;
+      if (Number(row.seq) !== this.#expectedSeq) return this.#break(row.id, 'seq_gap');
+      if (row.prev_hash !== this.#prev) return this.#break(row.id, 'prev_hash_mismatch');
+      if (entryHash(row.prev_hash, row) !== row.hash) return this.#break(row.id, 'hash_mismatch');
+      this.#prev = row.hash;
+      this.#lastId = row.id;
+      this.#expectedSeq += 1;
+    }
+    return true;
+  }
+
+  /**
+   * Compares the walked chain with the head. Rows removed from the end leave a chain that
+   * is internally consistent; only the head, updated in the same transaction as every
+   * append, shows them missing. Then first_broken_id is the last row that remains (the
+   * chain breaks right after it), or null when none remains.
+   */
+  finish(head: ChainHead | null): VerifyResult {
+    if (!this.#isBroken && head) {
+      if (this.lastSeq < Number(head.seq)) this.#break(this.#lastId, 'tail_missing');
+      else if (this.#prev !== head.hash) this.#break(this.#lastId, 'head_mismatch');
+    }
+    return this.result();
+  }
+
+  /** Marks a row found after the chain head as the break (see audit.service verify). */
+  beyondHead(id: string): VerifyResult {
+    if (!this.#isBroken) this.#break(id, 'beyond_head');
+    return this.result();
+  }
+
+  result(): VerifyResult {
+    return { ok: !this.#isBroken, checked: this.#checked, first_broken_id: this.#isBroken ? this.#broken : null };
+  }
+}
+
+/** The whole chain at once (tests, small logs). */
+export function verifyRows(rows: Iterable<AuditRow>, head: ChainHead | null): VerifyResult & { reason: BreakReason | null } {
+  const v = new ChainVerifier();
+  v.feed(rows);
+  const out = v.finish(head);
+  return { ...out, reason: v.reason };
+}

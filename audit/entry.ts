@@ -1,0 +1,263 @@
+import { iso } from '../lib/clock.js';
+import { scrubString } from '../lib/log.js';
+
+/**
+ * One audit entry: what the egress proxy writes once per request (decisions.md,
+ * "Audit entry"). The writer takes exactly these fields, never headers or bodies, so a
+ * credential can reach the log only through a field the proxy fills in; every string is
+ * scrubbed as well (lib/log.ts scrubString) in case one does.
+ */
+
+export const CREDENTIALS = ['connection', 'secret', 'none'] as const;
+export type CredentialKind = (typeof CREDENTIALS)[number];
+export const DECISIONS = ['allow', 'deny', 'ask'] as const;
+export type AuditDecision = (typeof DECISIONS)[number];
+
+/** What the proxy hands the writer. */
+export interface AuditEntryInput {
+  developer_id: string;
+  environment_id: string | null;
+  method: string;
+  host: string;
+  /** Path and query as the agent sent them; query values are redacted by the writer. */
+  path: string;
+  connector?: string | null;
+  category?: string | null;
+  credential: CredentialKind;
+  decision: AuditDecision;
+  /** The fixed reason of the verdict (policy reason or gateway error code). */
+  reason: string | null;
+  /** Indices of the policy rules that matched (JSON-serialisable). Default []. */
+  matched_rules?: unknown;
+  approval_id?: string | null;
+  grant_id?: string | null;
+  /** The HTTP status the agent got. */
+  status: number;
+  upstream_status?: number | null;
+  bytes_in?: number;
+  bytes_out?: number;
+  duration_ms?: number;
+  /** When the request finished, ms (service clock); default: when it was queued. */
+  created_at?: number;
+}
+
+/** A sanitised entry before it is chained: everything but seq, prev_hash and hash. */
+export interface UnchainedRow {
+  id: string;
+  developer_id: string;
+  created_at: number;
+  environment_id: string | null;
+  method: string;
+  host: string;
+  path: string;
+  connector: string | null;
+  category: string | null;
+  credential: CredentialKind;
+  decision: AuditDecision;
+  reason: string | null;
+  /** JSON text, exactly as stored and hashed. */
+  matched_rules: string;
+  approval_id: string | null;
+  grant_id: string | null;
+  status: number;
+  upstream_status: number | null;
+  bytes_in: number;
+  bytes_out: number;
+  duration_ms: number;
+}
+
+/** A row of `audit_log`. */
+export interface AuditRow extends UnchainedRow {
+  seq: number;
+  prev_hash: string;
+  hash: string;
+}
+
+/** The API record: decisions.md's field list, in its order. */
+export interface AuditEntry {
+  id: string;
+  created_at: string | null;
+  environment_id: string | null;
+  method: string;
+  host: string;
+  path: string;
+  connector: string | null;
+  category: string | null;
+  credential: CredentialKind;
+  decision: AuditDecision;
+  reason: string | null;
+  matched_rules: unknown;
+  approval_id: string | null;
+  grant_id: string | null;
+  status: number;
+  upstream_status: number | null;
+  bytes_in: number;
+  bytes_out: number;
+  duration_ms: number;
+  prev_hash: string;
+  hash: string;
+}
+
+/**
+ * Column sizes of migrations/0005_audit.ts, in characters (MySQL VARCHAR counts code
+ * points). The writer truncates to them: an over-long value must not fail the batch insert
+ * it rides in, or every entry queued behind it would wait on a row that can never be written.
+ */
+export const LIMITS = {
+  id: 40,
+  method: 16,
+  host: 255,
+  path: 4096,
+  connector: 100,
+  category: 32,
+  reason: 255,
+  matched_rules: 4096,
+} as const;
+
+const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/g;
+
+/**
+ * Scrubbed, well-formed (a lone surrogate cannot round-trip through utf8mb4, so the stored
+ * text would differ from the hashed text) and at most `max` code points.
+ */
+export function cleanString(value: string, max: number): string {
+  let s = scrubString(String(value).replace(LONE_SURROGATE, '\uFFFD'));
+  if (s.length > max) {
+    const points = Array.from(s);
+    if (points.length > max) s = points.slice(0, max - 1).join('') + '…';
+  }
+  return s;
+}
+
+function cleanOptional(value: string | null | undefined, max: number): string | null {
+  return value == null || value === '' ? null : cleanString(value, max);
+}
+
+/**
+ * The path with every query value (and matrix parameter value, `;jsessionid=...`) replaced
+ * by `[redacted]`, keys kept: `/s?q=secret&x=1` → `/s?q=[redacted]&x=[redacted]`. A key
+ * without `=` stays as it is; a fragment is redacted whole. Values are what carry tokens
+ * (`?access_token=`, `?key=`, signed URLs); the keys say what the request did.
+ */
+export function redactPath(path: string): string {
+  let p = path;
+  let fragment = '';
+  const hashAt = p.indexOf('#');
+  if (hashAt >= 0) {
+    fragment = hashAt < p.length - 1 ? '#[redacted]' : '#';
+    p = p.slice(0, hashAt);
+  }
+  const qAt = p.indexOf('?');
+  let base = qAt >= 0 ? p.slice(0, qAt) : p;
+  base = base.replace(/;([^;/=]*)=[^;/]*/g, ';$1=[redacted]');
+  if (qAt < 0) return base + fragment;
+  const query = p
+    .slice(qAt + 1)
+    .split('&')
+    .map((part) => {
+      const eq = part.indexOf('=');
+      return eq < 0 ? part : `${part.slice(0, eq)}=[redacted]`;
+    })
+    .join('&');
+  return `${base}?${query}${fragment}`;
+}
+
+/** Strings anywhere in a JSON value scrubbed (matched_rules). */
+function scrubJson(value: unknown, depth = 0): unknown {
+  if (typeof value === 'string') return scrubString(value);
+  if (value == null || typeof value !== 'object' || depth > 8) return value;
+  if (Array.isArray(value)) return value.map((v) => scrubJson(v, depth + 1));
+  return Object.fromEntries(Object.entries(value).map(([k, v]) => [scrubString(k), scrubJson(v, depth + 1)]));
+}
+
+function count(value: number | null | undefined, name: string, nullable: false): number;
+function count(value: number | null | undefined, name: string, nullable: true): number | null;
+function count(value: number | null | undefined, name: string, nullable: boolean): number | null {
+  if (value == null) return nullable ? null : 0;
+  if (typeof value !== 'number' || !Number.isFinite(value)) throw new TypeError(`audit entry: ${name} must be a finite number`);
+  return Math.min(Number.MAX_SAFE_INTEGER, Math.max(0, Math.trunc(value)));
+}
+
+function httpStatus(value: number | null | undefined, name: string, nullable: boolean): number | null {
+  if (value == null && nullable) return null;
+  if (!Number.isInteger(value) || (value as number) < 100 || (value as number) > 999) {
+    throw new TypeError(`audit entry: ${name} must be an HTTP status`);
+  }
+  return value as number;
+}
+
+/**
+ * The entry as it will be stored. Throws TypeError for a programming error (an unknown
+ * decision or credential kind, a status that is not a status) at the call site, rather
+ * than letting a row that can never be written into the queue.
+ */
+export function sanitizeEntry(input: AuditEntryInput, id: string, createdAt: number): UnchainedRow {
+  if (!(CREDENTIALS as readonly string[]).includes(input.credential)) throw new TypeError('audit entry: unknown credential kind');
+  if (!(DECISIONS as readonly string[]).includes(input.decision)) throw new TypeError('audit entry: unknown decision');
+  if (typeof input.developer_id !== 'string' || input.developer_id === '' || input.developer_id.length > LIMITS.id) {
+    throw new TypeError('audit entry: developer_id is required');
+  }
+  let rules = JSON.stringify(scrubJson(input.matched_rules ?? []));
+  if (rules.length > LIMITS.matched_rules) rules = JSON.stringify({ truncated: true });
+  return {
+    id,
+    developer_id: input.developer_id,
+    created_at: input.created_at == null ? createdAt : count(input.created_at, 'created_at', false),
+    environment_id: cleanOptional(input.environment_id, LIMITS.id),
+    method: cleanString(input.method ?? '', LIMITS.method),
+    host: cleanString(input.host ?? '', LIMITS.host),
+    path: cleanString(redactPath(input.path ?? ''), LIMITS.path),
+    connector: cleanOptional(input.connector, LIMITS.connector),
+    category: cleanOptional(input.category, LIMITS.category),
+    credential: input.credential,
+    decision: input.decision,
+    reason: cleanOptional(input.reason, LIMITS.reason),
+    matched_rules: rules,
+    approval_id: cleanOptional(input.approval_id, LIMITS.id),
+    grant_id: cleanOptional(input.grant_id, LIMITS.id),
+    status: httpStatus(input.status, 'status', false)!,
+    upstream_status: httpStatus(input.upstream_status, 'upstream_status', true),
+    bytes_in: count(input.bytes_in, 'bytes_in', false),
+    bytes_out: count(input.bytes_out, 'bytes_out', false),
+    duration_ms: count(input.duration_ms, 'duration_ms', false),
+  };
+}
+
+function num(v: unknown): number {
+  return Number(v);
+}
+function numOrNull(v: unknown): number | null {
+  return v == null ? null : Number(v);
+}
+
+export function toAuditEntry(r: AuditRow): AuditEntry {
+  let rules: unknown;
+  try {
+    rules = typeof r.matched_rules === 'string' ? JSON.parse(r.matched_rules) : r.matched_rules;
+  } catch {
+    rules = null; // a tampered row; verify reports it
+  }
+  return {
+    id: r.id,
+    created_at: iso(num(r.created_at)),
+    environment_id: r.environment_id ?? null,
+    method: r.method,
+    host: r.host,
+    path: r.path,
+    connector: r.connector ?? null,
+    category: r.category ?? null,
+    credential: r.credential,
+    decision: r.decision,
+    reason: r.reason ?? null,
+    matched_rules: rules ?? [],
+    approval_id: r.approval_id ?? null,
+    grant_id: r.grant_id ?? null,
+    status: num(r.status),
+    upstream_status: numOrNull(r.upstream_status),
+    bytes_in: num(r.bytes_in),
+    bytes_out: num(r.bytes_out),
+    duration_ms: num(r.duration_ms),
+    prev_hash: r.prev_hash,
+    hash: r.hash,
+  };
+}

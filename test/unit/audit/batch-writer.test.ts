@@ -1,0 +1,171 @@
+import { expect } from 'chai';
+import { Writable } from 'node:stream';
+import { createLogger } from '../../../lib/log.js';
+import { AuditBatchWriter, type AuditSink } from '../../../audit/batch-writer.js';
+import { sanitizeEntry, type UnchainedRow } from '../../../audit/entry.js';
+
+const PLACEHOLDER = 'svcph_00112233445566778899aabbccddeeff';
+
+function row(i: number, dev = 'dev_a'): UnchainedRow {
+  return sanitizeEntry(
+    {
+      developer_id: dev, environment_id: null, method: 'GET', host: 'api.example.com',
+      path: `/items/${i}?token=${PLACEHOLDER}`, credential: 'none', decision: 'allow', reason: 'rule', status: 200,
+    },
+    `aud_${i.toString(16).padStart(24, '0')}`,
+    i,
+  );
+}
+
+/** An in-memory store that can be taken down. */
+class FakeSink implements AuditSink {
+  stored: UnchainedRow[] = [];
+  batches: number[] = [];
+  down = false;
+  /** Commit the next batch, then fail as if the reply was lost. */
+  commitThenFail = false;
+  attempts = 0;
+  async writeBatch(rows: UnchainedRow[]): Promise<void> {
+    this.attempts++;
+    await new Promise((r) => setImmediate(r));
+    if (this.down) {
+      // Drivers put values in messages (knex inlines bindings): the writer must not log it.
+      throw Object.assign(new Error(`connect ECONNREFUSED while inserting ${rows[0]?.path}`), { code: 'ECONNREFUSED' });
+    }
+    const ids = new Set(this.stored.map((r) => r.id));
+    if (rows.some((r) => ids.has(r.id))) throw Object.assign(new Error('duplicate'), { code: 'ER_DUP_ENTRY' });
+    this.stored.push(...rows);
+    this.batches.push(rows.length);
+    if (this.commitThenFail) {
+      this.commitThenFail = false;
+      throw Object.assign(new Error('Connection lost: The server closed the connection.'), { code: 'PROTOCOL_CONNECTION_LOST' });
+    }
+  }
+  async existingIds(ids: string[]): Promise<Set<string>> {
+    if (this.down) throw Object.assign(new Error('down'), { code: 'ECONNREFUSED' });
+    const have = new Set(this.stored.map((r) => r.id));
+    return new Set(ids.filter((id) => have.has(id)));
+  }
+}
+
+function capture() {
+  const lines: string[] = [];
+  const stream = new Writable({
+    write(chunk, _enc, cb) {
+      lines.push(String(chunk));
+      cb();
+    },
+  });
+  return { log: createLogger('debug', stream as never), lines };
+}
+
+async function until(cond: () => boolean, ms = 3000): Promise<void> {
+  const end = Date.now() + ms;
+  while (!cond()) {
+    if (Date.now() > end) throw new Error('timed out waiting');
+    await new Promise((r) => setTimeout(r, 5));
+  }
+}
+
+const fast = { intervalMs: 10, retryBaseMs: 5, retryMaxMs: 20 };
+
+describe('audit batched writer (audit/batch-writer)', () => {
+  it('writes what is queued in batches of at most maxBatch, in order, once each', async () => {
+    const sink = new FakeSink();
+    const w = new AuditBatchWriter(sink, capture().log, { ...fast, maxBatch: 200 });
+    for (let i = 1; i <= 450; i++) expect(w.enqueue(row(i))).to.equal(true);
+    await w.flush();
+    expect(sink.stored.map((r) => r.id)).to.deep.equal(Array.from({ length: 450 }, (_, i) => row(i + 1).id));
+    expect(Math.max(...sink.batches)).to.be.at.most(200);
+    expect(sink.batches.length).to.be.at.most(4);
+    expect(w.stats()).to.include({ queued: 0, written: 450, dropped: 0, failures: 0 });
+  });
+
+  it('writes a lone entry about intervalMs after it was queued, without a flush', async () => {
+    const sink = new FakeSink();
+    const w = new AuditBatchWriter(sink, capture().log, fast);
+    w.enqueue(row(1));
+    expect(sink.stored).to.have.length(0);
+    await until(() => sink.stored.length === 1);
+    expect(sink.batches).to.deep.equal([1]);
+  });
+
+  it('flush resolves at once when nothing is queued', async () => {
+    const w = new AuditBatchWriter(new FakeSink(), capture().log, fast);
+    await w.flush();
+  });
+
+  it('store outage: entries stay queued and are written once it is back, none lost, no secret or value in the log', async () => {
+    const sink = new FakeSink();
+    const { log, lines } = capture();
+    const w = new AuditBatchWriter(sink, log, fast);
+    sink.down = true;
+    for (let i = 1; i <= 30; i++) w.enqueue(row(i));
+    let failed: unknown;
+    await w.flush().catch((err) => (failed = err));
+    expect((failed as { code?: string })?.code).to.equal('ECONNREFUSED');
+    await until(() => w.stats().failures >= 4); // the background retry keeps going
+    for (let i = 31; i <= 40; i++) w.enqueue(row(i));
+    expect(w.stats()).to.include({ queued: 40, written: 0, last_error: 'ECONNREFUSED' });
+    expect(w.stats().failures).to.be.at.least(2);
+    sink.down = false;
+    await until(() => w.stats().queued === 0);
+    expect(sink.stored.map((r) => r.id)).to.deep.equal(Array.from({ length: 40 }, (_, i) => row(i + 1).id));
+    expect(w.stats()).to.include({ written: 40, dropped: 0, failures: 0 });
+    const out = lines.join('');
+    expect(out).to.include('ECONNREFUSED');
+    expect(out).to.include('batch write failed');
+    expect(out).to.include('writing again');
+    expect(out).to.not.include(PLACEHOLDER);
+    expect(out).to.not.include('/items/');
+  });
+
+  it('a commit whose reply was lost is not written twice', async () => {
+    const sink = new FakeSink();
+    const w = new AuditBatchWriter(sink, capture().log, fast);
+    for (let i = 1; i <= 5; i++) w.enqueue(row(i));
+    sink.commitThenFail = true;
+    await w.flush().catch(() => {});
+    for (let i = 6; i <= 8; i++) w.enqueue(row(i));
+    await until(() => w.stats().queued === 0);
+    await w.flush();
+    expect(sink.stored.map((r) => r.id)).to.deep.equal(Array.from({ length: 8 }, (_, i) => row(i + 1).id));
+    expect(w.stats()).to.include({ written: 8, queued: 0 });
+  });
+
+  it('is bounded: beyond maxQueue new entries are refused and counted, earlier ones kept', async () => {
+    const sink = new FakeSink();
+    const { log, lines } = capture();
+    const w = new AuditBatchWriter(sink, log, { ...fast, maxQueue: 5 });
+    sink.down = true;
+    const accepted = Array.from({ length: 8 }, (_, i) => w.enqueue(row(i + 1)));
+    expect(accepted).to.deep.equal([true, true, true, true, true, false, false, false]);
+    expect(w.stats()).to.include({ queued: 5, dropped: 3 });
+    expect(lines.join('')).to.include('entries dropped');
+    sink.down = false;
+    await until(() => w.stats().queued === 0);
+    expect(sink.stored.map((r) => r.id)).to.deep.equal([1, 2, 3, 4, 5].map((i) => row(i).id));
+  });
+
+  it('close writes what is queued, then refuses entries', async () => {
+    const sink = new FakeSink();
+    const w = new AuditBatchWriter(sink, capture().log, { ...fast, intervalMs: 60_000 });
+    for (let i = 1; i <= 3; i++) w.enqueue(row(i));
+    expect(await w.close(1000)).to.deep.equal({ abandoned: 0 });
+    expect(sink.stored).to.have.length(3);
+    expect(w.enqueue(row(4))).to.equal(false);
+    expect(w.stats().dropped).to.equal(1);
+  });
+
+  it('close gives up after its timeout while the store is down, and says how many entries were lost', async () => {
+    const sink = new FakeSink();
+    const { log, lines } = capture();
+    const w = new AuditBatchWriter(sink, log, fast);
+    sink.down = true;
+    for (let i = 1; i <= 3; i++) w.enqueue(row(i));
+    const started = Date.now();
+    expect(await w.close(100)).to.deep.equal({ abandoned: 3 });
+    expect(Date.now() - started).to.be.lessThan(1000);
+    expect(lines.join('')).to.match(/"abandoned":3/);
+  });
+});
