@@ -27,11 +27,20 @@ import { createJobRunner } from '../jobs/runner.js';
 import { loadMasterKey } from './master-key.js';
 import { createApprovalsService, type ApprovalsService } from '../approvals/approvals.service.js';
 import { createPoliciesService, type PoliciesService } from '../policies/policies.service.js';
-import { secretsStore, DEVELOPER_SCOPE as SECRETS_DEVELOPER_SCOPE } from '../environments/secrets.store.js';
 import { policiesRouter } from '../api/routes/policies.js';
 import { approvalsRouter, decisionRouter } from '../api/routes/approvals.js';
 import { createAuditService, type AuditService } from '../audit/audit.service.js';
 import { auditRouter } from '../api/routes/audit.js';
+import { gatewayRouter } from '../api/routes/gateway.js';
+import { loadOrCreateCa } from '../certs/ca.js';
+import { createLeafIssuer } from '../certs/leaf.js';
+import { createSniCallback, prepareMitmCaDir } from '../certs/mitm.js';
+import { createProxyCredentials } from '../environments/proxy-credentials.js';
+import { createUpstream } from '../proxy/upstream.js';
+import { createPipeline, type GatewayPorts } from '../proxy/pipeline.js';
+import { startGatewayProxy } from '../proxy/gateway-proxy.js';
+import type { Category, Scope } from '../policy-engine/categories.js';
+import { readFileSync } from 'node:fs';
 
 export interface RunningService {
   apiUrl: string;
@@ -80,9 +89,14 @@ export async function startService(config: Readonly<Config>, log: Logger): Promi
   if (config.bootstrapApiKey) await accounts.ensureApiKey(DEFAULT_DEVELOPER_ID, config.bootstrapApiKey);
 
   const templates = createTemplatesService({ db, clock });
+  const proxyCredentials = createProxyCredentials({ db, keyring });
   const environments = createEnvironmentsService({
     db, clock, keyring, templates, log,
     defaultAgentVersion: async (developerId) => (await accounts.getDeveloper(developerId))?.defaultAgentVersion ?? null,
+    onDestroyed: (id) => {
+      proxyCredentials.evict(id);
+      gatewayCache.invalidateEnvironment(id);
+    },
   });
   const wakeups = createWakeupsService({ db, clock });
   const schedules = createSchedulesService({ db, clock });
@@ -105,14 +119,9 @@ export async function startService(config: Readonly<Config>, log: Logger): Promi
   const policies: PoliciesService = createPoliciesService({
     db, clock, environments,
     loadGrants: approvals.grantsInEffect,
-    // The environment's secret of that name, else the developer-level one.
-    isInfrastructureSecret: async (developerId, environmentId, name) => {
-      for (const scope of [environmentId, SECRETS_DEVELOPER_SCOPE]) {
-        const secret = (await secretsStore.list(db, developerId, scope)).find((r) => r.name === name);
-        if (secret) return Boolean(secret.infrastructure);
-      }
-      return false;
-    },
+    // The environment's secret of that name, else the developer-level one (from the cache).
+    isInfrastructureSecret: async (_developerId, environmentId, name) =>
+      (await secrets.secretsForEnvironment(environmentId))?.byName.get(name)?.infrastructure ?? false,
   });
 
   // Sweep jobs read their work from domain tables, so nothing is lost between a commit and
@@ -136,7 +145,39 @@ export async function startService(config: Readonly<Config>, log: Logger): Promi
     if (out.timedOut) log.warn({ ran: out.ran }, 'test clock: due jobs still running after 20 s');
   };
 
+  // The gateway: our CA (key sealed with the master key), one leaf key, SNI contexts.
+  const ca = await loadOrCreateCa({ dataDir: config.dataDir, keyring, log });
+  const issuer = await createLeafIssuer(ca);
+  const upstream = createUpstream({
+    overrides: config.upstreamOverrides,
+    allowPrivate: config.allowPrivateUpstreams,
+    extraCa: config.upstreamCaFile ? readFileSync(config.upstreamCaFile, 'utf8') : null,
+  });
+  const ports: GatewayPorts = {
+    egressAllows: async (id, host) => (await egress.effectiveEgress(id.environmentId))?.allows(host) ?? false,
+    credentials: async (id) => ({ byToken: (await secrets.secretsForEnvironment(id.environmentId))?.byPlaceholder ?? new Map() }),
+    decide: (id, req) => policies.decider.decide(id.developerId, id.environmentId, { ...req, category: req.category as Category }),
+    requestApproval: (id, req) =>
+      approvals.requestApproval({ ...req, developerId: id.developerId, environmentId: id.environmentId, category: req.category as Category, max_scope: req.max_scope as Scope }),
+    waitForDecision: (approvalId, signal) => approvals.waitForDecision(approvalId, signal),
+    audit: (entry) => {
+      audit.recordLater(entry);
+    },
+  };
+  // Filled in as the servers bind: the gateway never forwards to the service itself.
+  const managementTargets = new Set<string>();
+  const pipeline = createPipeline({ ports, upstream, log, managementTargets });
+  const proxy = await startGatewayProxy({
+    host: config.host, port: config.proxyPort, sslCaDir: await prepareMitmCaDir(config.dataDir, ca), sni: createSniCallback(issuer),
+    authenticate: proxyCredentials.authenticate, egressAllows: ports.egressAllows, pipeline, upstream, audit: ports.audit, log,
+  });
+  for (const h of [config.host, 'localhost', '127.0.0.1']) managementTargets.add(`${h}:${proxy.port}`);
+  // The address agents use: HOST, unless it is a wildcard bind, then BASE_URL's host.
+  const wildcardBind = ['0.0.0.0', '::'].includes(config.host);
+  const proxyHost = wildcardBind && config.baseUrl ? new URL(config.baseUrl).hostname : wildcardBind ? '127.0.0.1' : config.host;
+  const proxyUrl = `http://${urlHost(proxyHost)}:${proxy.port}`;
   const routers = [environmentsRouter({ environments, wakeups, schedules }), templatesRouter({ templates })];
+  routers.push(gatewayRouter({ environments, passwordFor: proxyCredentials.passwordFor, proxyUrl, caCertPem: ca.certPem }));
   routers.push(secretsRouter({ secrets }), egressRouter({ egress }));
   routers.push(webhooksRouter({ endpoints: webhookEndpoints }));
   if (config.testClock) routers.push(testClockRouter({ clock, runDue }));
@@ -149,11 +190,16 @@ export async function startService(config: Readonly<Config>, log: Logger): Promi
   const apiUrl = `http://${urlHost(config.host)}:${apiPort}`;
   const baseUrl = config.baseUrl ?? apiUrl;
   approvalsBaseUrl = baseUrl;
+  const base = new URL(baseUrl);
+  for (const t of [`${config.host}:${apiPort}`, `localhost:${apiPort}`, `127.0.0.1:${apiPort}`, `${base.hostname}:${base.port || (base.protocol === 'https:' ? 443 : 80)}`]) {
+    managementTargets.add(t.toLowerCase());
+  }
+
 
   return {
     apiUrl,
     baseUrl,
-    proxyUrl: null,
+    proxyUrl,
     db,
     clock,
     secrets,
@@ -167,6 +213,8 @@ export async function startService(config: Readonly<Config>, log: Logger): Promi
         apiServer.close(() => resolve());
         apiServer.closeAllConnections();
       });
+      await proxy.close();
+      await upstream.close();
       await jobs.stop();
       approvals.close();
       // After the API and proxy stop taking requests: write what the audit queue holds.

@@ -83,7 +83,18 @@ export interface CreateResult {
   environment: Environment;
 }
 
-export function createEnvironmentsService(deps: { db: Db; clock: Clock; keyring: Keyring; templates: TemplatesService; log: Logger; defaultAgentVersion: (developerId: string) => Promise<string | null> }) {
+export interface EnvironmentsDeps {
+  db: Db;
+  clock: Clock;
+  keyring: Keyring;
+  templates: TemplatesService;
+  log: Logger;
+  defaultAgentVersion: (developerId: string) => Promise<string | null>;
+  /** Called after a destroy commits: caches holding the environment's credentials drop them. */
+  onDestroyed?: (environmentId: string) => void;
+}
+
+export function createEnvironmentsService(deps: EnvironmentsDeps) {
   const { db, clock, keyring, templates } = deps;
 
   async function event(trx: Tx, env: { id: string; developer_id: string }, kind: string, source: EventSource, data: Record<string, unknown> = {}): Promise<void> {
@@ -273,7 +284,13 @@ export function createEnvironmentsService(deps: { db: Db; clock: Clock; keyring:
    * Idempotency keys are released, pending wakeups cancelled, and the environment's
    * secrets and configuration erased; events stay readable.
    */
-  const destroy = (developerId: string, id: string) =>
+  const destroy = async (developerId: string, id: string): Promise<Environment> => {
+    const env = await destroyTx(developerId, id);
+    deps.onDestroyed?.(id);
+    return env;
+  };
+
+  const destroyTx = (developerId: string, id: string) =>
     transition(
       developerId,
       id,

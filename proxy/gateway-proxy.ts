@@ -191,13 +191,19 @@ export async function startGatewayProxy(opts: GatewayProxyOptions): Promise<{ po
       res.destroy();
     });
   });
+  let listening = false;
+  let failListen: (err: unknown) => void = () => undefined;
   mitm.onError((_ctx, err, kind) => {
-    log.debug({ err, kind }, 'http-mitm-proxy error');
+    // The library reports a bind failure only here; without this, start-up would hang.
+    if (!listening && kind === 'HTTP_SERVER_ERROR') failListen(err);
+    else log.debug({ err, kind }, 'http-mitm-proxy error');
   });
 
   await new Promise<void>((resolve, reject) => {
+    failListen = reject;
     mitm.listen({ host: opts.host, port: opts.port, sslCaDir: opts.sslCaDir, keepAlive: true }, (err?: unknown) => (err ? reject(err) : resolve()));
   });
+  listening = true;
   const server = (mitm as unknown as { httpServer: Server }).httpServer;
   server.keepAliveTimeout = 30_000;
   // Upgrades on the proxy port itself (ws:// through a plain HTTP proxy) take the same path
