@@ -1,4 +1,5 @@
 import type { Knex } from 'knex';
+import { createTable } from '../store/schema.js';
 
 /**
  * Developers, API keys, templates and the environment records with everything that hangs
@@ -8,23 +9,8 @@ import type { Knex } from 'knex';
  */
 const ID = 40;
 
-/**
- * On MySQL, tables are utf8mb4_bin: knex names only the connection charset, so MariaDB
- * would default to a case-insensitive collation and "Key" and "key" would be one
- * Idempotency-Key.
- */
-function table(knex: Knex, name: string, build: (t: Knex.CreateTableBuilder) => void): Knex.SchemaBuilder {
-  return knex.schema.createTable(name, (t) => {
-    if (knex.client.config.client === 'mysql2') {
-      t.charset('utf8mb4');
-      t.collate('utf8mb4_bin');
-    }
-    build(t);
-  });
-}
-
 export async function up(knex: Knex): Promise<void> {
-  await table(knex, 'developers', (t) => {
+  await createTable(knex, 'developers', (t) => {
     t.string('id', ID).primary();
     t.string('name', 200).notNullable();
     t.string('default_agent_version', 200).nullable();
@@ -32,7 +18,7 @@ export async function up(knex: Knex): Promise<void> {
     t.bigInteger('created_at').notNullable();
   });
 
-  await table(knex, 'api_keys', (t) => {
+  await createTable(knex, 'api_keys', (t) => {
     t.string('id', ID).primary();
     t.string('developer_id', ID).notNullable().references('developers.id');
     t.string('key_hash', 64).notNullable().unique();
@@ -43,7 +29,7 @@ export async function up(knex: Knex): Promise<void> {
     t.index(['developer_id', 'created_at']);
   });
 
-  await table(knex, 'templates', (t) => {
+  await createTable(knex, 'templates', (t) => {
     t.string('id', ID).primary();
     t.string('developer_id', ID).notNullable().references('developers.id');
     t.string('name', 100).notNullable();
@@ -54,7 +40,7 @@ export async function up(knex: Knex): Promise<void> {
     t.unique(['developer_id', 'name', 'version']);
   });
 
-  await table(knex, 'environments', (t) => {
+  await createTable(knex, 'environments', (t) => {
     t.string('id', ID).primary();
     t.string('developer_id', ID).notNullable().references('developers.id');
     t.string('end_user_id', 200).notNullable();
@@ -88,7 +74,7 @@ export async function up(knex: Knex): Promise<void> {
     t.index(['developer_id', 'end_user_id']);
   });
 
-  await table(knex, 'idempotency_keys', (t) => {
+  await createTable(knex, 'idempotency_keys', (t) => {
     t.string('developer_id', ID).notNullable();
     t.string('idem_key', 255).notNullable();
     t.string('environment_id', ID).notNullable();
@@ -98,14 +84,14 @@ export async function up(knex: Knex): Promise<void> {
     t.index(['environment_id']);
   });
 
-  await table(knex, 'environment_configs', (t) => {
+  await createTable(knex, 'environment_configs', (t) => {
     t.string('environment_id', ID).primary().references('environments.id');
     t.text('env', 'mediumtext').notNullable();
     t.text('files', 'longtext').notNullable();
     t.bigInteger('updated_at').notNullable();
   });
 
-  await table(knex, 'secrets', (t) => {
+  await createTable(knex, 'secrets', (t) => {
     t.string('id', ID).primary();
     t.string('developer_id', ID).notNullable().references('developers.id');
     t.string('environment_id', ID).nullable();
@@ -122,7 +108,7 @@ export async function up(knex: Knex): Promise<void> {
     t.unique(['developer_id', 'scope', 'name']);
   });
 
-  await table(knex, 'environment_events', (t) => {
+  await createTable(knex, 'environment_events', (t) => {
     t.bigIncrements('id').primary();
     t.string('environment_id', ID).notNullable();
     t.string('developer_id', ID).notNullable();
@@ -133,7 +119,7 @@ export async function up(knex: Knex): Promise<void> {
     t.index(['environment_id', 'id']);
   });
 
-  await table(knex, 'wakeups', (t) => {
+  await createTable(knex, 'wakeups', (t) => {
     t.string('id', ID).primary();
     t.string('environment_id', ID).notNullable();
     t.string('developer_id', ID).notNullable();
@@ -147,7 +133,7 @@ export async function up(knex: Knex): Promise<void> {
     t.index(['status', 'at']);
   });
 
-  await table(knex, 'schedules', (t) => {
+  await createTable(knex, 'schedules', (t) => {
     t.string('id', ID).primary();
     t.string('environment_id', ID).notNullable();
     t.string('developer_id', ID).notNullable();

@@ -1,4 +1,5 @@
 import type { Knex } from 'knex';
+import { createTable } from '../store/schema.js';
 
 /**
  * Webhooks: the developer's endpoint (one per developer), the transactional outbox of
@@ -13,18 +14,8 @@ import type { Knex } from 'knex';
 const ID = 40;
 
 /** utf8mb4_bin on MySQL, as in 0001: knex would otherwise pick a case-insensitive collation. */
-function table(knex: Knex, name: string, build: (t: Knex.CreateTableBuilder) => void): Knex.SchemaBuilder {
-  return knex.schema.createTable(name, (t) => {
-    if (knex.client.config.client === 'mysql2') {
-      t.charset('utf8mb4');
-      t.collate('utf8mb4_bin');
-    }
-    build(t);
-  });
-}
-
 export async function up(knex: Knex): Promise<void> {
-  await table(knex, 'webhook_endpoints', (t) => {
+  await createTable(knex, 'webhook_endpoints', (t) => {
     t.string('developer_id', ID).primary().references('developers.id');
     t.string('url', 2048).notNullable();
     // Keyring blobs bound to the developer (webhooks/endpoints.service.ts); never plaintext.
@@ -37,7 +28,7 @@ export async function up(knex: Knex): Promise<void> {
     t.bigInteger('updated_at').notNullable();
   });
 
-  await table(knex, 'webhook_events', (t) => {
+  await createTable(knex, 'webhook_events', (t) => {
     t.string('id', ID).primary();
     t.string('developer_id', ID).notNullable();
     t.string('environment_id', ID).nullable();
@@ -55,7 +46,7 @@ export async function up(knex: Knex): Promise<void> {
     t.index(['developer_id', 'created_at', 'id'], 'webhook_events_developer_idx');
   });
 
-  await table(knex, 'webhook_deliveries', (t) => {
+  await createTable(knex, 'webhook_deliveries', (t) => {
     t.string('id', ID).primary();
     t.string('event_id', ID).notNullable();
     t.string('developer_id', ID).notNullable();

@@ -1,4 +1,5 @@
 import type { Knex } from 'knex';
+import { createTable } from '../store/schema.js';
 
 /**
  * Policies, approval requests and grants (service.md "Policy rule", "Approval request",
@@ -18,18 +19,8 @@ import type { Knex } from 'knex';
 const ID = 40;
 
 /** utf8mb4_bin on MySQL, as in 0001: knex would otherwise pick a case-insensitive collation. */
-function table(knex: Knex, name: string, build: (t: Knex.CreateTableBuilder) => void): Knex.SchemaBuilder {
-  return knex.schema.createTable(name, (t) => {
-    if (knex.client.config.client === 'mysql2') {
-      t.charset('utf8mb4');
-      t.collate('utf8mb4_bin');
-    }
-    build(t);
-  });
-}
-
 export async function up(knex: Knex): Promise<void> {
-  await table(knex, 'policies', (t) => {
+  await createTable(knex, 'policies', (t) => {
     t.string('developer_id', ID).notNullable().references('developers.id');
     // '*' for the developer default, else the environment id.
     t.string('scope', ID).notNullable();
@@ -40,7 +31,7 @@ export async function up(knex: Knex): Promise<void> {
     t.primary(['developer_id', 'scope']);
   });
 
-  await table(knex, 'approvals', (t) => {
+  await createTable(knex, 'approvals', (t) => {
     t.string('id', ID).primary();
     t.string('developer_id', ID).notNullable().references('developers.id');
     t.string('environment_id', ID).notNullable();
@@ -65,7 +56,7 @@ export async function up(knex: Knex): Promise<void> {
     t.index(['status', 'expires_at'], 'approvals_due_idx');
   });
 
-  await table(knex, 'grants', (t) => {
+  await createTable(knex, 'grants', (t) => {
     t.string('id', ID).primary();
     t.string('developer_id', ID).notNullable().references('developers.id');
     t.string('environment_id', ID).notNullable();

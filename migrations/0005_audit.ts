@@ -1,4 +1,5 @@
 import type { Knex } from 'knex';
+import { createTable } from '../store/schema.js';
 
 /**
  * The audit log: one row per proxied request, hash-chained per developer
@@ -15,23 +16,8 @@ import type { Knex } from 'knex';
  */
 const ID = 40;
 
-/**
- * On MySQL, tables are utf8mb4_bin: knex names only the connection charset, so MariaDB
- * would default to a case-insensitive collation (and a connector filter `Gmail` would
- * match `gmail`).
- */
-function table(knex: Knex, name: string, build: (t: Knex.CreateTableBuilder) => void): Knex.SchemaBuilder {
-  return knex.schema.createTable(name, (t) => {
-    if (knex.client.config.client === 'mysql2') {
-      t.charset('utf8mb4');
-      t.collate('utf8mb4_bin');
-    }
-    build(t);
-  });
-}
-
 export async function up(knex: Knex): Promise<void> {
-  await table(knex, 'audit_log', (t) => {
+  await createTable(knex, 'audit_log', (t) => {
     t.string('developer_id', ID).notNullable();
     t.bigInteger('seq').notNullable();
     t.string('id', ID).notNullable().unique();
@@ -64,7 +50,7 @@ export async function up(knex: Knex): Promise<void> {
   // One row per developer with an audit log: the last seq and hash. Appends lock it (the
   // per-developer serialisation point) and move it in the same transaction, so verify can
   // tell rows removed from the end of the chain from a chain that simply ends there.
-  await table(knex, 'audit_chain_heads', (t) => {
+  await createTable(knex, 'audit_chain_heads', (t) => {
     t.string('developer_id', ID).primary();
     t.bigInteger('seq').notNullable();
     t.string('hash', 64).notNullable();
