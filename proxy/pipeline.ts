@@ -127,6 +127,20 @@ async function readUpTo(req: AsyncIterable<unknown>, limit: number): Promise<{ b
   }
 }
 
+/**
+ * The request target in origin-form. An absolute-form target (`GET https://host/path`),
+ * which a server must accept (RFC 9112 section 3.2.2), keeps its path and query; before,
+ * every target not starting with `/` became `/`, so such a request was classified and
+ * forwarded as a request for `/`. The host part is ignored: the tunnel decides the host.
+ */
+function originForm(target: string | undefined): string {
+  if (!target) return '/';
+  if (target.startsWith('/')) return target;
+  const m = /^[a-z][a-z0-9+.-]*:\/\/[^/?#]*([^#]*)/i.exec(target);
+  const rest = m ? m[1]! : target.startsWith('?') ? target : '';
+  return rest.startsWith('/') ? rest : `/${rest}`;
+}
+
 function pathOnly(url: string): string {
   const q = url.indexOf('?');
   return q < 0 ? url : url.slice(0, q);
@@ -150,7 +164,7 @@ export function createPipeline(opts: PipelineOptions) {
   return async function handle(req: IncomingMessage, res: ServerResponse, target: Target, id: Identity): Promise<void> {
     const started = performance.now();
     const method = (req.method ?? 'GET').toUpperCase();
-    const url = req.url && req.url.startsWith('/') ? req.url : '/';
+    const url = originForm(req.url);
     const entry: AuditEntry = {
       environment_id: id.environmentId, developer_id: id.developerId, method, host: target.host, path: url,
       connector: null, category: null, credential: 'none', decision: 'allow', reason: 'no_credential', matched_rules: [],

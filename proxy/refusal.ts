@@ -1,4 +1,4 @@
-import type { IncomingMessage, ServerResponse } from 'node:http';
+import { STATUS_CODES, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { Duplex } from 'node:stream';
 import { ERROR_CODES, type ErrorCode } from '../lib/errors.js';
 
@@ -37,7 +37,8 @@ export function sendRefusal(req: IncomingMessage, res: ServerResponse, r: Refusa
 export function refuseSocket(socket: Duplex, r: Refusal): void {
   const status = ERROR_CODES[r.code].status;
   const body = JSON.stringify({ error: r.code, message: r.message });
-  const reason = status === 407 ? 'Proxy Authentication Required' : status === 403 ? 'Forbidden' : status === 400 ? 'Bad Request' : 'Error';
+  // The standard reason phrase: a 502 or 503 on a raw socket read "Error" before.
+  const reason = STATUS_CODES[status] ?? 'Error';
   const extra = status === 407 ? 'Proxy-Authenticate: Basic realm="agent-gateway"\r\n' : '';
   socket.end(
     `HTTP/1.1 ${status} ${reason}\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\n` +

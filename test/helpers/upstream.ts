@@ -15,6 +15,8 @@ export interface Seen {
 export interface FakeUpstream {
   port: number;
   ca: CaMaterial;
+  /** The listening server (attach a WebSocket server to its 'upgrade' event). */
+  server: Server | HttpsServer;
   seen: Seen[];
   /** The handler answers; default echoes a small JSON. */
   respond: (req: Seen, res: import('node:http').ServerResponse) => void;
@@ -34,6 +36,7 @@ export async function startFakeUpstream(opts: { tls?: boolean } = {}): Promise<F
   const up: FakeUpstream = {
     port: 0,
     ca,
+    server: undefined as unknown as Server,
     seen,
     respond: (req, res) => {
       const body = JSON.stringify({ ok: true, method: req.method, url: req.url });
@@ -59,6 +62,7 @@ export async function startFakeUpstream(opts: { tls?: boolean } = {}): Promise<F
     server = createHttpServer(handler);
   }
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  up.server = server;
   up.port = (server.address() as AddressInfo).port;
   up.close = () =>
     new Promise<void>((r) => {
