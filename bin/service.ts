@@ -23,6 +23,8 @@ import { templatesRouter } from '../api/routes/templates.js';
 import { testClockRouter } from '../api/routes/test-clock.js';
 import { webhooksRouter } from '../api/routes/webhooks.js';
 import { createWebhookEndpointsService } from '../webhooks/endpoints.service.js';
+import { createWebhookDeliveryService } from '../webhooks/delivery.service.js';
+import { scheduleDeliverWebhooks } from '../jobs/deliver-webhooks.job.js';
 import { createJobRunner } from '../jobs/runner.js';
 import { loadMasterKey } from './master-key.js';
 import { createApprovalsService, type ApprovalsService } from '../approvals/approvals.service.js';
@@ -139,6 +141,14 @@ export async function startService(config: Readonly<Config>, log: Logger): Promi
     await approvals.expireDue();
   }, { retry: false });
   await jobs.every('expire-approvals', 5000, {});
+  // Webhook delivery: at once for events committed in this process (notifier), the sweep
+  // job for retries and for events other processes queued.
+  const webhookDelivery = createWebhookDeliveryService(
+    { db, clock, log, target: (developerId) => webhookEndpoints.deliveryTarget(developerId) },
+    { allowPrivateDestinations: config.allowPrivateUpstreams, timeoutMs: config.webhookTimeoutMs },
+  );
+  webhookDelivery.start();
+  await scheduleDeliverWebhooks(jobs, webhookDelivery);
 
   const runDue = async (): Promise<void> => {
     const out = await jobs.runDue({ timeoutMs: 20_000 });
@@ -169,7 +179,7 @@ export async function startService(config: Readonly<Config>, log: Logger): Promi
   const pipeline = createPipeline({ ports, upstream, log, managementTargets });
   const proxy = await startGatewayProxy({
     host: config.host, port: config.proxyPort, sslCaDir: await prepareMitmCaDir(config.dataDir, ca), sni: createSniCallback(issuer),
-    authenticate: proxyCredentials.authenticate, egressAllows: ports.egressAllows, pipeline, upstream, audit: ports.audit, log,
+    authenticate: proxyCredentials.authenticate, egressAllows: ports.egressAllows, credentials: ports.credentials, pipeline, upstream, audit: ports.audit, log,
   });
   for (const h of [config.host, 'localhost', '127.0.0.1']) managementTargets.add(`${h}:${proxy.port}`);
   // The address agents use: HOST, unless it is a wildcard bind, then BASE_URL's host.
@@ -179,7 +189,7 @@ export async function startService(config: Readonly<Config>, log: Logger): Promi
   const routers = [environmentsRouter({ environments, wakeups, schedules }), templatesRouter({ templates })];
   routers.push(gatewayRouter({ environments, passwordFor: proxyCredentials.passwordFor, proxyUrl, caCertPem: ca.certPem }));
   routers.push(secretsRouter({ secrets }), egressRouter({ egress }));
-  routers.push(webhooksRouter({ endpoints: webhookEndpoints }));
+  routers.push(webhooksRouter({ endpoints: webhookEndpoints, deliveries: webhookDelivery }));
   if (config.testClock) routers.push(testClockRouter({ clock, runDue }));
   routers.push(policiesRouter({ policies }), approvalsRouter({ approvals }));
   routers.push(auditRouter({ audit }));
@@ -215,6 +225,7 @@ export async function startService(config: Readonly<Config>, log: Logger): Promi
       });
       await proxy.close();
       await upstream.close();
+      await webhookDelivery.close();
       await jobs.stop();
       approvals.close();
       // After the API and proxy stop taking requests: write what the audit queue holds.

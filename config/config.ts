@@ -20,6 +20,8 @@ export interface Config {
   upstreamOverrides: Readonly<Record<string, { host: string; port: number }>>;
   allowPrivateUpstreams: boolean;
   testClock: boolean;
+  /** GATEWAY_WEBHOOK_TIMEOUT_MS: deadline of one webhook delivery attempt (decisions.md: 10 s). */
+  webhookTimeoutMs: number;
   runtime: 'process' | 'qemu' | 'none';
   google: { clientId: string | null; clientSecret: string | null; authUrl: string; tokenUrl: string; revokeUrl: string };
   slack: { clientId: string | null; clientSecret: string | null; authUrl: string; tokenUrl: string; revokeUrl: string };
@@ -53,6 +55,7 @@ const schema = Joi.object({
   GATEWAY_UPSTREAM_OVERRIDES: Joi.string().allow(''),
   GATEWAY_ALLOW_PRIVATE_UPSTREAMS: bool.default(false),
   GATEWAY_TEST_CLOCK: bool.default(false),
+  GATEWAY_WEBHOOK_TIMEOUT_MS: Joi.number().integer().min(100).max(60_000).default(10_000),
   GATEWAY_RUNTIME: Joi.string().valid('process', 'qemu', 'none').default('process'),
   GOOGLE_CLIENT_ID: Joi.string().allow(''),
   GOOGLE_CLIENT_SECRET: Joi.string().allow(''),
@@ -116,6 +119,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Readonly<Confi
     upstreamOverrides: Object.freeze(parseOverrides(value.GATEWAY_UPSTREAM_OVERRIDES ?? '')),
     allowPrivateUpstreams: value.GATEWAY_ALLOW_PRIVATE_UPSTREAMS,
     testClock: value.GATEWAY_TEST_CLOCK,
+    webhookTimeoutMs: value.GATEWAY_WEBHOOK_TIMEOUT_MS,
     runtime: value.GATEWAY_RUNTIME,
     google: {
       clientId: nonEmpty(value.GOOGLE_CLIENT_ID),

@@ -1,6 +1,6 @@
 import { createServer, request as httpRequest, type IncomingMessage, type Server } from 'node:http';
 import { request as httpsRequest } from 'node:https';
-import { TLSSocket } from 'node:tls';
+import { TLSSocket, type SecureContext } from 'node:tls';
 import type { Duplex } from 'node:stream';
 import type { Socket } from 'node:net';
 import { Proxy as MitmProxy, type IContext } from 'http-mitm-proxy';
@@ -9,14 +9,15 @@ import type { SniCallback } from '../certs/mitm.js';
 import type { Upstream } from './upstream.js';
 import type { Identity, Pipeline, Target, AuditEntry } from './pipeline.js';
 import { parseProxyAuthorization, refusal, refuseSocket, sendRefusal } from './refusal.js';
+import { detectCredentials, type CredentialSet } from './credentials.js';
 
 /**
  * Wires the pipeline to http-mitm-proxy. The library listens, parses plain proxy requests
  * and CONNECT; TLS tunnels are then terminated here: the CONNECT socket is wrapped in a
  * TLSSocket with our leaf certificate and handed straight to an in-process HTTP server.
  * That skips the library's loopback hop to its own HTTPS server (a second TCP connection
- * and a second parse for every tunnel) and its per-request context allocations, which
- * is where most of its CPU goes (docs/performance.md).
+ * and a second parse for every tunnel): per fresh tunnel the gateway, with its whole
+ * pipeline and audit entry, uses less CPU than the bare library (docs/performance.md).
  */
 export interface GatewayProxyOptions {
   host: string;
@@ -28,13 +29,21 @@ export interface GatewayProxyOptions {
   pipeline: Pipeline;
   upstream: Upstream;
   audit(entry: AuditEntry): void;
+  /** The environment's placeholders: an upgrade carrying one to a host outside its allowed_hosts is refused. */
+  credentials(id: Identity): Promise<CredentialSet>;
   log: Logger;
 }
+
+/** Proxy authentication or an upgrade check needed the store and it failed: fail closed, but not as 407. */
+const STORE_DOWN = refusal('gateway_unavailable', 'the gateway cannot reach its store; nothing was forwarded');
 
 interface Tunnel {
   target: Target;
   identity: Identity;
 }
+
+/** ALPN offer of every terminated tunnel, in wire format once (TLSSocket would convert an array per socket). */
+const ALPN_HTTP1 = Buffer.from([8, ...Buffer.from('http/1.1')]);
 
 const HOST_PORT = /^(\[[0-9a-fA-F:.]+\]|[A-Za-z0-9._-]+):(\d{1,5})$/;
 
@@ -93,9 +102,23 @@ export async function startGatewayProxy(opts: GatewayProxyOptions): Promise<{ po
       entry.duration_ms = Math.round(performance.now() - started);
       opts.audit(entry);
     };
-    if (!(await opts.egressAllows(t.identity, t.target.host))) {
-      refuseSocket(socket, refusal('egress_denied', `${t.target.host} is not on this environment's egress allowlist`));
-      return done(403, 'deny', 'egress_denied');
+    try {
+      if (!(await opts.egressAllows(t.identity, t.target.host))) {
+        refuseSocket(socket, refusal('egress_denied', `${t.target.host} is not on this environment's egress allowlist`));
+        return done(403, 'deny', 'egress_denied');
+      }
+      const leak = detectCredentials({ url: req.url ?? '/', headers: req.headers }, await opts.credentials(t.identity)).find((c) => !c.hostAllowed(t.target.host));
+      if (leak) {
+        entry.connector = leak.connector;
+        entry.credential = leak.kind;
+        refuseSocket(socket, refusal('secret_host_not_allowed', `this credential may not be sent to ${t.target.host}`));
+        return done(403, 'deny', 'secret_host_not_allowed');
+      }
+    } catch (err) {
+      // Unhandled, this rejection ended the process (the caller does `void passThroughUpgrade`).
+      log.error({ err, host: t.target.host }, 'upgrade could not be checked: failing closed');
+      refuseSocket(socket, STORE_DOWN);
+      return done(503, 'deny', 'gateway_unavailable');
     }
     const headers = { ...req.headers };
     delete headers['proxy-authorization'];
@@ -137,37 +160,64 @@ export async function startGatewayProxy(opts: GatewayProxyOptions): Promise<{ po
     upReq.end();
   }
 
-  mitm.onConnect((req, socket, head, _callback) => {
-    // The library's own CONNECT handling is never used (its callback is not called).
-    void (async () => {
-      const identity = await identify(req.headers['proxy-authorization']).catch(() => null);
-      if (!identity) return refuseSocket(socket, refusal('proxy_auth_required', 'send Proxy-Authorization: Basic base64(<environment id>:<password>)'));
-      const authority = parseAuthority(req.url, 443);
-      if (!authority) return refuseSocket(socket, refusal('egress_denied', 'the CONNECT target is not host:port'));
-      socket.write('HTTP/1.1 200 Connection Established\r\n\r\n');
-      const start = (first: Buffer) => {
-        socket.pause();
-        socket.unshift(first);
-        if (first[0] === 0x16) {
-          opts.sni(authority.host, (err, context) => {
-            if (err || !context) {
-              log.warn({ host: authority.host }, 'no certificate for CONNECT target');
-              return socket.destroy();
-            }
-            const tlsSocket = new TLSSocket(socket as Socket, { isServer: true, secureContext: context, SNICallback: opts.sni, ALPNProtocols: ['http/1.1'] });
-            tlsSocket.on('error', () => tlsSocket.destroy());
-            tunnels.set(tlsSocket, { target: { host: authority.host, port: authority.port, tls: true }, identity });
-            tunnelServer.emit('connection', tlsSocket);
-          });
-        } else {
-          tunnels.set(socket, { target: { host: authority.host, port: authority.port, tls: false }, identity });
-          tunnelServer.emit('connection', socket);
-          socket.resume();
+  /** Tunnel sockets destroy themselves on error; one function for all, no closure per tunnel. */
+  function destroyOnError(this: Duplex): void {
+    this.destroy();
+  }
+
+  /**
+   * Terminates TLS on a CONNECT socket whose first bytes (a ClientHello) are unshifted back.
+   * Nothing here closes over the CONNECT request: a closure that did would keep the request
+   * (headers, stream state) alive for as long as the tunnel lives, which for a request held
+   * for approval is minutes (docs/performance.md, hold test).
+   */
+  function terminateTls(socket: Socket, target: Target, identity: Identity, context: SecureContext): void {
+    const tlsSocket = new TLSSocket(socket, { isServer: true, secureContext: context, SNICallback: opts.sni, ALPNProtocols: ALPN_HTTP1 });
+    tlsSocket.on('error', destroyOnError);
+    tunnels.set(tlsSocket, { target, identity });
+    tunnelServer.emit('connection', tlsSocket);
+  }
+
+  /** The tunnel's first bytes: TLS is terminated here, anything else is HTTP in the clear. */
+  function startTunnel(socket: Socket, first: Buffer, authority: { host: string; port: number }, identity: Identity): void {
+    socket.pause();
+    socket.unshift(first);
+    if (first[0] === 0x16) {
+      opts.sni(authority.host, (err, context) => {
+        if (err || !context) {
+          log.warn({ host: authority.host }, 'no certificate for CONNECT target');
+          socket.destroy();
+          return;
         }
-      };
-      if (head && head.length > 0) start(head);
-      else socket.once('data', start);
-    })().catch((err) => {
+        terminateTls(socket, { host: authority.host, port: authority.port, tls: true }, identity, context);
+      });
+    } else {
+      tunnels.set(socket, { target: { host: authority.host, port: authority.port, tls: false }, identity });
+      tunnelServer.emit('connection', socket);
+      socket.resume();
+    }
+  }
+
+  async function acceptConnect(socket: Socket, head: Buffer | undefined, authorization: string | undefined, url: string | undefined): Promise<void> {
+    let identity: Identity | null;
+    try {
+      identity = await identify(authorization);
+    } catch (err) {
+      log.error({ err }, 'proxy authentication failed: failing closed');
+      return refuseSocket(socket, STORE_DOWN);
+    }
+    if (!identity) return refuseSocket(socket, refusal('proxy_auth_required', 'send Proxy-Authorization: Basic base64(<environment id>:<password>)'));
+    const authority = parseAuthority(url, 443);
+    if (!authority) return refuseSocket(socket, refusal('egress_denied', 'the CONNECT target is not host:port'));
+    socket.write('HTTP/1.1 200 Connection Established\r\n\r\n');
+    if (head && head.length > 0) startTunnel(socket, head, authority, identity);
+    else socket.once('data', (first: Buffer) => startTunnel(socket, first, authority, identity));
+  }
+
+  mitm.onConnect((req, socket, head) => {
+    // The library's own CONNECT handling is never used (its callback is not called). Only
+    // the two header values are passed on, so the request can be collected (see terminateTls).
+    acceptConnect(socket as Socket, head, req.headers['proxy-authorization'], req.url).catch((err) => {
       log.error({ err }, 'CONNECT handling failed');
       socket.destroy();
     });
@@ -179,7 +229,14 @@ export async function startGatewayProxy(opts: GatewayProxyOptions): Promise<{ po
     const res = ctx.proxyToClientResponse;
     const opt = ctx.proxyToServerRequestOptions as { host?: string; port?: number } | undefined;
     void (async () => {
-      const identity = await identify(req.headers['proxy-authorization']).catch(() => null);
+      let identity: Identity | null;
+      try {
+        identity = await identify(req.headers['proxy-authorization']);
+      } catch (err) {
+        log.error({ err }, 'proxy authentication failed: failing closed');
+        sendRefusal(req, res, STORE_DOWN);
+        return;
+      }
       if (!identity) {
         sendRefusal(req, res, refusal('proxy_auth_required', 'send Proxy-Authorization: Basic base64(<environment id>:<password>)'));
         return;
@@ -220,7 +277,10 @@ export async function startGatewayProxy(opts: GatewayProxyOptions): Promise<{ po
         req.url = m ? m[2] ?? '/' : req.url;
         void passThroughUpgrade(req, socket, head, { target: { ...authority, tls: false }, identity });
       },
-      () => socket.destroy(),
+      (err) => {
+        log.error({ err }, 'proxy authentication failed: failing closed');
+        refuseSocket(socket, STORE_DOWN);
+      },
     );
   });
   const port = (server.address() as { port: number }).port;

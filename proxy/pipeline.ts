@@ -1,6 +1,5 @@
 import type { IncomingMessage, ServerResponse, IncomingHttpHeaders } from 'node:http';
 import { Readable } from 'node:stream';
-import { pipeline as pipe } from 'node:stream/promises';
 import type { Dispatcher } from 'undici';
 import { classify, needsBody } from '../policy-engine/classify/index.js';
 import type { Logger } from '../lib/log.js';
@@ -275,9 +274,25 @@ export function createPipeline(opts: PipelineOptions) {
       for (const [k, v] of Object.entries(upstreamRes.headers)) if (v !== undefined && !RESPONSE_HOP_BY_HOP.has(k)) outResHeaders[k] = v;
       res.writeHead(upstreamRes.statusCode, outResHeaders);
       let out = 0;
-      upstreamRes.body.on('data', (c: Buffer) => (out += c.length));
+      const upBody = upstreamRes.body;
+      upBody.on('data', (c: Buffer) => (out += c.length));
       try {
-        await pipe(upstreamRes.body, res);
+        // Plain .pipe() rather than stream/promises pipeline(): that one allocates and aborts
+        // an AbortController per request (~30 µs, docs/performance.md). Either side failing
+        // destroys both.
+        await new Promise<void>((resolve, reject) => {
+          const fail = (err?: Error) => {
+            upBody.destroy();
+            reject(err ?? new Error('premature close'));
+          };
+          res.once('finish', resolve);
+          res.once('close', () => {
+            if (!res.writableFinished) fail();
+          });
+          res.once('error', fail);
+          upBody.once('error', fail);
+          upBody.pipe(res);
+        });
       } catch {
         res.destroy();
       }

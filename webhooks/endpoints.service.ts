@@ -55,6 +55,12 @@ export interface WebhookEndpointInfo {
   previous_secret_expires_at: string | null;
 }
 
+export interface DeliveryTarget {
+  url: string;
+  /** [current, previous while within 24 h of a rotation]: one `v1` each. */
+  secrets: string[];
+}
+
 export function createWebhookEndpointsService(deps: { db: Db; clock: Clock; keyring: Keyring; allowPrivateDestinations: boolean }) {
   const { db, clock, keyring, allowPrivateDestinations } = deps;
 
@@ -71,6 +77,12 @@ export function createWebhookEndpointsService(deps: { db: Db; clock: Clock; keyr
 
   const seal = (developerId: string, secret: string): string => keyring.encrypt(secret, webhookSecretContext(developerId));
   const unseal = (developerId: string, blob: string): string => keyring.decryptString(blob, webhookSecretContext(developerId));
+
+  const secretsOf = (row: WebhookEndpointRow): string[] => {
+    const out = [unseal(row.developer_id, row.secret_enc)];
+    if (previousExpiry(row, clock.nowMs()) !== null) out.push(unseal(row.developer_id, row.previous_secret_enc!));
+    return out;
+  };
 
   async function update(developerId: string, url: string): Promise<WebhookEndpointInfo | null> {
     const n = await endpointsStore.update(db, developerId, { url, updated_at: clock.nowMs() });
@@ -155,10 +167,16 @@ export function createWebhookEndpointsService(deps: { db: Db; clock: Clock; keyr
     /** Secrets that sign/verify right now: [current, previous-if-still-within-24h]; [] when no endpoint. */
     async signingSecrets(developerId: string): Promise<string[]> {
       const row = await endpointsStore.get(db, developerId);
-      if (!row) return [];
-      const out = [unseal(developerId, row.secret_enc)];
-      if (previousExpiry(row, clock.nowMs()) !== null) out.push(unseal(developerId, row.previous_secret_enc!));
-      return out;
+      return row ? secretsOf(row) : [];
+    },
+
+    /**
+     * Where and with what a webhook goes right now (one read, at send time): the current
+     * URL and the signing secrets, or null when the endpoint was removed.
+     */
+    async deliveryTarget(developerId: string): Promise<DeliveryTarget | null> {
+      const row = await endpointsStore.get(db, developerId);
+      return row ? { url: row.url, secrets: secretsOf(row) } : null;
     },
   };
 }

@@ -231,10 +231,8 @@ describe('gateway edge cases (service level)', function () {
       expect(e).to.include({ host: 'blocked.example.org', decision: 'deny', reason: 'egress_denied', status: 403 });
     });
 
-    // Pending on a fix in proxy/gateway-proxy.ts (passThroughUpgrade checks only the egress
-    // allowlist, so a placeholder in the upgrade request reaches any allowed host). Un-skip
-    // once upgrades run the credential host check.
-    it.skip('a placeholder in the upgrade request to a host outside its allowed_hosts is 403 secret_host_not_allowed', async () => {
+    // Regression: upgrades once checked only the egress allowlist, so a placeholder reached any allowed host.
+    it('a placeholder in the upgrade request to a host outside its allowed_hosts is 403 secret_host_not_allowed', async () => {
       const ws = new WebSocket('wss://wss.example.test/socket', {
         agent: new HttpsProxyAgent(gw.proxy_url), ca: gw.ca_cert_pem, headers: { authorization: `Bearer ${ph.STRIPE_KEY}` },
       });
@@ -464,12 +462,7 @@ describe('gateway fails closed when the store cannot be reached', function () {
     expect((await t.api.get(`/v1/approvals?environment_id=${env.id}`)).body.data).to.have.length(0);
   });
 
-  // Pending on a fix in proxy/gateway-proxy.ts: passThroughUpgrade awaits
-  // opts.egressAllows() unguarded inside `void passThroughUpgrade(...)`, so when the store
-  // fails the rejection is unhandled: the agent's socket hangs, and under `npm start`
-  // (Node's default --unhandled-rejections=throw) the whole service process exits with
-  // code 1. Un-skip once upgrade failures are caught and refused as gateway_unavailable.
-  it.skip('a WebSocket upgrade in an open tunnel while the store is down: 503 gateway_unavailable, no unhandled rejection (it would end the process)', async () => {
+  it('a WebSocket upgrade in an open tunnel while the store is down: 503 gateway_unavailable, no unhandled rejection (it would end the process)', async () => {
     const rejections: unknown[] = [];
     const onRejection = (err: unknown) => rejections.push(err);
     process.on('unhandledRejection', onRejection);
@@ -495,12 +488,8 @@ describe('gateway fails closed when the store cannot be reached', function () {
     }
   });
 
-  // Pending on a fix in proxy/gateway-proxy.ts: proxy authentication that throws (the
-  // store is down) is treated as bad credentials (`.catch(() => null)`), so once the 1 s
-  // credential cache is stale every agent gets 407 proxy_auth_required instead of 503
-  // gateway_unavailable. Fails closed either way (nothing is forwarded), but tells the agent
-  // its credentials are wrong. Un-skip once authentication errors map to gateway_unavailable.
-  it.skip('once the cached lookups are older than their 1 s bound: 503 gateway_unavailable (not 407) on CONNECT and plain HTTP, nothing forwarded', async () => {
+  // Regression: a store failure during proxy authentication once read as bad credentials (407).
+  it('once the cached lookups are older than their 1 s bound: 503 gateway_unavailable (not 407) on CONNECT and plain HTTP, nothing forwarded', async () => {
     await t.svc.db.destroy();
     storeDown = true;
     try {

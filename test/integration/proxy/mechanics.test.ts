@@ -67,7 +67,7 @@ describe('gateway proxy mechanics', function () {
     proxy = await startGatewayProxy({
       host: '127.0.0.1', port: 0, sslCaDir: await prepareMitmCaDir(dir, ca), sni: createSniCallback(issuer),
       authenticate: async (u, p) => (u === ENV && p === 'pw' ? ID : null),
-      egressAllows: ports.egressAllows, pipeline, upstream, audit: ports.audit, log: silentLogger,
+      egressAllows: ports.egressAllows, credentials: ports.credentials, pipeline, upstream, audit: ports.audit, log: silentLogger,
     });
   });
   after(async () => {

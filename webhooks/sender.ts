@@ -1,0 +1,204 @@
+import { lookup as dnsLookup, type LookupAddress } from 'node:dns';
+import { isIP } from 'node:net';
+import { performance } from 'node:perf_hooks';
+import { Agent } from 'undici';
+import { privateAddressReason, privateHostReason } from '../lib/net.js';
+
+/**
+ * The HTTP side of webhook delivery: one POST of the stored body to the endpoint URL.
+ *
+ * - Redirects are never followed (undici's dispatcher does not follow them); a 3xx is a
+ *   failed attempt like any other non-2xx (service.md Delivery 1).
+ * - One deadline covers the whole attempt: connect, headers and the (discarded) body.
+ * - Unless private destinations are allowed (GATEWAY_ALLOW_PRIVATE_UPSTREAMS), a URL whose
+ *   host is a private literal is refused before connecting, and a name is resolved by our
+ *   own `lookup`, which drops private addresses and hands the socket the address it
+ *   checked: the connection goes to that address, so a DNS answer cannot change between
+ *   the check and the connect (no rebinding window). Same idea as proxy/upstream.ts, kept
+ *   separate on purpose: delivery must not depend on the proxy.
+ *
+ * Every outcome is a value, with a fixed `error` word for failures.
+ */
+export type DeliveryErrorCode =
+  | 'http_status' // a non-2xx, non-3xx status
+  | 'redirect' // a 3xx: not followed
+  | 'timeout' // no complete answer within the attempt's deadline
+  | 'private_destination' // the host is, or resolves only to, loopback/private/link-local addresses
+  | 'dns_error' // the name does not resolve
+  | 'connection_refused'
+  | 'connection_reset' // the connection closed before a complete answer
+  | 'tls_error'
+  | 'invalid_url'
+  | 'connection_error' // any other transport failure
+  | 'shutdown'; // this worker stopped mid-attempt
+
+export interface SendResult {
+  ok: boolean;
+  statusCode: number | null;
+  error: DeliveryErrorCode | null;
+  durationMs: number;
+}
+
+export class PrivateDestinationError extends Error {
+  readonly code = 'EWEBHOOK_PRIVATE_DESTINATION';
+  constructor(readonly host: string, readonly reason: string) {
+    super(`${host} is a ${reason} address; private destinations are not allowed`);
+    this.name = 'PrivateDestinationError';
+  }
+}
+
+export interface SenderOptions {
+  allowPrivateDestinations: boolean;
+  /** Deadline of one attempt (decisions.md: 10 s). */
+  timeoutMs: number;
+  /** Injected for tests; defaults to the system resolver. */
+  resolve?: (host: string) => Promise<LookupAddress[]>;
+}
+
+export interface WebhookSender {
+  send(url: string, headers: Record<string, string>, body: string, signal?: AbortSignal): Promise<SendResult>;
+  close(): Promise<void>;
+}
+
+/** Response bodies are read (so the connection can be reused) and dropped past this. */
+const MAX_RESPONSE_BYTES = 64 * 1024;
+
+function systemResolve(host: string): Promise<LookupAddress[]> {
+  return new Promise((resolve, reject) =>
+    dnsLookup(host, { all: true, verbatim: true }, (err, addrs) => (err ? reject(err) : resolve(addrs))),
+  );
+}
+
+function errorCode(err: unknown): string {
+  const e = err as { code?: unknown; cause?: { code?: unknown } } | null;
+  return String(e?.code ?? e?.cause?.code ?? '');
+}
+
+/** The fixed word for a transport failure (undici and Node error codes). */
+export function classifyError(err: unknown): DeliveryErrorCode {
+  if (err instanceof PrivateDestinationError || (err as { cause?: unknown })?.cause instanceof PrivateDestinationError) return 'private_destination';
+  const code = errorCode(err);
+  if (code === 'EWEBHOOK_PRIVATE_DESTINATION') return 'private_destination';
+  if (code === 'ENOTFOUND' || code === 'EAI_AGAIN' || code === 'EAI_NONAME' || code === 'EAI_FAIL') return 'dns_error';
+  if (code === 'ECONNREFUSED') return 'connection_refused';
+  if (code === 'ECONNRESET' || code === 'EPIPE' || code === 'UND_ERR_SOCKET' || code === 'UND_ERR_CLOSED') return 'connection_reset';
+  if (code === 'UND_ERR_CONNECT_TIMEOUT' || code === 'UND_ERR_HEADERS_TIMEOUT' || code === 'UND_ERR_BODY_TIMEOUT' || code === 'ETIMEDOUT') return 'timeout';
+  if (/CERT|TLS|SSL|SELF_SIGNED|UNABLE_TO_VERIFY|HOSTNAME_MISMATCH/i.test(code)) return 'tls_error';
+  return 'connection_error';
+}
+
+/** DNS answers (and failures) are shared for this long: a burst of attempts to one host makes one lookup. */
+const DNS_CACHE_MS = 5_000;
+
+export function createWebhookSender(opts: SenderOptions): WebhookSender {
+  const baseResolve = opts.resolve ?? systemResolve;
+  const allowPrivate = opts.allowPrivateDestinations;
+  const dnsCache = new Map<string, { at: number; answer: Promise<LookupAddress[]> }>();
+  // Concurrent lookups of one name share one promise. Besides saving work, this matters in
+  // practice: a burst of parallel getaddrinfo calls is where resolvers drop queries and
+  // glibc waits out its 5 s retry, which would hold every attempt in the burst.
+  const resolveHost = (host: string): Promise<LookupAddress[]> => {
+    const key = host.toLowerCase();
+    const now = Date.now();
+    const hit = dnsCache.get(key);
+    if (hit && now - hit.at < DNS_CACHE_MS) return hit.answer;
+    const answer = baseResolve(key);
+    answer.catch(() => {});
+    if (dnsCache.size > 10_000) dnsCache.clear();
+    dnsCache.set(key, { at: now, answer });
+    return answer;
+  };
+
+  /** net.connect's lookup: resolve, keep only addresses we may connect to, connect to those. */
+  function guardedLookup(hostname: string, options: { all?: boolean }, cb: (...args: any[]) => void): void {
+    resolveHost(hostname).then(
+      (all) => {
+        const usable = allowPrivate ? all : all.filter((a) => privateAddressReason(a.address) === null);
+        if (usable.length === 0) {
+          if (all.length === 0) return cb(Object.assign(new Error(`${hostname} has no address`), { code: 'ENOTFOUND' }));
+          return cb(new PrivateDestinationError(hostname, privateAddressReason(all[0]!.address) ?? 'private'));
+        }
+        if (options?.all) return cb(null, usable);
+        cb(null, usable[0]!.address, usable[0]!.family);
+      },
+      (err) => cb(err),
+    );
+  }
+
+  const dispatcher = new Agent({
+    keepAliveTimeout: 4_000,
+    headersTimeout: opts.timeoutMs,
+    bodyTimeout: opts.timeoutMs,
+    connect: { lookup: guardedLookup as never, timeout: opts.timeoutMs },
+  });
+
+  async function send(url: string, headers: Record<string, string>, body: string, signal?: AbortSignal): Promise<SendResult> {
+    const started = performance.now();
+    const done = (r: Omit<SendResult, 'durationMs'>): SendResult => ({ ...r, durationMs: Math.max(0, Math.round(performance.now() - started)) });
+    let u: URL;
+    try {
+      u = new URL(url);
+      if (u.protocol !== 'http:' && u.protocol !== 'https:') throw new Error('not http(s)');
+    } catch {
+      return done({ ok: false, statusCode: null, error: 'invalid_url' });
+    }
+    // An IP literal never reaches the lookup (net.connect skips it), so check it here.
+    const host = u.hostname.replace(/^\[|\]$/g, '');
+    if (!allowPrivate && (privateHostReason(u.hostname) !== null || (isIP(host) !== 0 && privateAddressReason(host) !== null))) {
+      return done({ ok: false, statusCode: null, error: 'private_destination' });
+    }
+
+    if (signal?.aborted) return done({ ok: false, statusCode: null, error: 'shutdown' });
+    const controller = new AbortController();
+    let timedOut = false;
+    const timer = setTimeout(() => {
+      timedOut = true;
+      controller.abort(new Error('webhook attempt timed out'));
+    }, opts.timeoutMs);
+    const onOuterAbort = () => controller.abort(signal?.reason ?? new Error('aborted'));
+    signal?.addEventListener('abort', onOuterAbort, { once: true });
+    // The deadline and a shutdown end the attempt at once, whatever undici is waiting on
+    // (a DNS answer is not abortable: the connect would only notice once it arrives).
+    const ended = new Promise<never>((_, reject) => {
+      controller.signal.addEventListener('abort', () => reject(controller.signal.reason), { once: true });
+    });
+    ended.catch(() => {});
+    try {
+      const pending = dispatcher.request({
+        origin: u.origin,
+        path: `${u.pathname}${u.search}`,
+        method: 'POST',
+        headers,
+        body,
+        signal: controller.signal,
+      });
+      const res = await Promise.race([pending, ended]).catch((err: unknown) => {
+        // Lost the race: drop whatever the request still brings.
+        pending.then((late) => late.body.destroy(), () => {});
+        throw err;
+      });
+      try {
+        await res.body.dump({ limit: MAX_RESPONSE_BYTES, signal: controller.signal });
+      } catch {
+        // The status is what counts; a body cut short does not change the outcome.
+      }
+      const code = res.statusCode;
+      if (code >= 200 && code < 300) return done({ ok: true, statusCode: code, error: null });
+      return done({ ok: false, statusCode: code, error: code >= 300 && code < 400 ? 'redirect' : 'http_status' });
+    } catch (err) {
+      if (timedOut) return done({ ok: false, statusCode: null, error: 'timeout' });
+      if (signal?.aborted) return done({ ok: false, statusCode: null, error: 'shutdown' });
+      return done({ ok: false, statusCode: null, error: classifyError(err) });
+    } finally {
+      clearTimeout(timer);
+      signal?.removeEventListener('abort', onOuterAbort);
+    }
+  }
+
+  return {
+    send,
+    async close() {
+      await dispatcher.destroy();
+    },
+  };
+}
