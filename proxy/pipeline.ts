@@ -3,6 +3,7 @@ import { Readable } from 'node:stream';
 import type { Dispatcher } from 'undici';
 import { classify, needsBody } from '../policy-engine/classify/index.js';
 import type { Logger } from '../lib/log.js';
+import type { AuditEntryInput } from '../audit/entry.js';
 import type { Upstream } from './upstream.js';
 import { detectCredentials, swapCredentials, type Credential, type CredentialSet } from './credentials.js';
 import { refusal, sendRefusal, type Refusal } from './refusal.js';
@@ -38,26 +39,8 @@ export interface ApprovalOutcome {
   grant_id: string | null;
 }
 
-export interface AuditEntry {
-  environment_id: string;
-  developer_id: string;
-  method: string;
-  host: string;
-  path: string;
-  connector: string | null;
-  category: string | null;
-  credential: 'connection' | 'secret' | 'none';
-  decision: Verdict;
-  reason: string;
-  matched_rules: number[];
-  approval_id: string | null;
-  grant_id: string | null;
-  status: number;
-  upstream_status: number | null;
-  bytes_in: number;
-  bytes_out: number;
-  duration_ms: number;
-}
+/** One audit entry per request, in the audit domain's own input shape. */
+export type AuditEntry = AuditEntryInput;
 
 /** What the pipeline needs from the domains; bin/ wires the real services in. */
 export interface GatewayPorts {
