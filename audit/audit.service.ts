@@ -1,7 +1,7 @@
 import type { Db } from '../store/db.js';
-import { withTx } from '../store/db.js';
+import { isMysql, withTx } from '../store/db.js';
 import type { Clock } from '../lib/clock.js';
-import { newId } from '../lib/ids.js';
+import { newTimeOrderedId } from '../lib/ids.js';
 import type { Logger } from '../lib/log.js';
 import { auditStore, type ListFilters } from './audit.store.js';
 import { ChainVerifier, EMPTY_HEAD, chainRows, type VerifyResult } from './chain.js';
@@ -63,6 +63,9 @@ export function createAuditService(deps: { db: Db; clock: Clock; log: Logger; ba
       else byDeveloper.set(r.developer_id, [r]);
     }
     const developers = [...byDeveloper.keys()].sort();
+    if (!isMysql(db)) {
+      return auditStore.appendSqlite(db, developers.map((d) => [d, byDeveloper.get(d)!] as const), clock.nowMs());
+    }
     await ensureHeads(developers);
     return withTx(db, async (trx) => {
       const out: AuditRow[] = [];
@@ -104,7 +107,9 @@ export function createAuditService(deps: { db: Db; clock: Clock; log: Logger; ba
   );
 
   function prepare(entry: AuditEntryInput): UnchainedRow {
-    return sanitizeEntry(entry, newId('aud'), clock.nowMs());
+    const now = clock.nowMs();
+    // Time-ordered: audit_log's id index then grows at its end (lib/ids.ts).
+    return sanitizeEntry(entry, newTimeOrderedId('aud', now), now);
   }
 
   /**

@@ -1,4 +1,4 @@
-import { createHash } from 'node:crypto';
+import { hash } from 'node:crypto';
 import type { AuditRow, UnchainedRow } from './entry.js';
 
 /**
@@ -24,19 +24,28 @@ const NUMERIC = new Set<string>(['seq', 'created_at', 'status', 'upstream_status
 
 export type HashedRow = Pick<AuditRow, (typeof HASHED_FIELDS)[number]>;
 
+/** `"name":` of each hashed field, the first without the comma; whether it is numeric. */
+const PARTS = HASHED_FIELDS.map((f, i) => [`${i === 0 ? '' : ','}${JSON.stringify(f)}:`, NUMERIC.has(f)] as const);
+
+/**
+ * Exactly `JSON.stringify` of an object with HASHED_FIELDS in order (the definition above;
+ * test/unit/audit/chain.test.ts checks the two agree), built as one string: the object and
+ * its stringification cost ~10 µs per row, a quarter of the audit writer's CPU.
+ */
 export function canonicalJson(row: HashedRow): string {
-  const out: Record<string, unknown> = {};
-  for (const f of HASHED_FIELDS) {
-    const v = row[f];
+  let out = '{';
+  for (let i = 0; i < PARTS.length; i++) {
+    const [name, numeric] = PARTS[i]!;
+    const v = row[HASHED_FIELDS[i]!];
     // Drivers hand BIGINT back as number (mysql2 with bigNumberStrings off) or string;
     // both hash alike.
-    out[f] = v == null ? null : NUMERIC.has(f) ? Number(v) : String(v);
+    out += name + (v == null ? 'null' : numeric ? JSON.stringify(Number(v)) : JSON.stringify(String(v)));
   }
-  return JSON.stringify(out);
+  return `${out}}`;
 }
 
 export function entryHash(prevHash: string, row: HashedRow): string {
-  return createHash('sha256').update(prevHash, 'utf8').update(canonicalJson(row), 'utf8').digest('hex');
+  return hash('sha256', prevHash + canonicalJson(row), 'hex');
 }
 
 /** `audit_chain_heads`: the last seq and hash of a developer's chain. */
@@ -54,7 +63,14 @@ export function chainRows(head: ChainHead, rows: readonly UnchainedRow[]): { row
   const out: AuditRow[] = [];
   for (const r of rows) {
     seq += 1;
-    const row = { ...r, seq, prev_hash: prev, hash: '' };
+    // A literal, not `{ ...r, seq, ... }`: V8 spreads a 20-field object at ~8 µs a row.
+    const row: AuditRow = {
+      id: r.id, developer_id: r.developer_id, seq, created_at: r.created_at, environment_id: r.environment_id, method: r.method,
+      host: r.host, path: r.path, connector: r.connector, category: r.category, credential: r.credential, decision: r.decision,
+      reason: r.reason, matched_rules: r.matched_rules, approval_id: r.approval_id, grant_id: r.grant_id, status: r.status,
+      upstream_status: r.upstream_status, bytes_in: r.bytes_in, bytes_out: r.bytes_out, duration_ms: r.duration_ms,
+      prev_hash: prev, hash: '',
+    };
     row.hash = entryHash(prev, row);
     prev = row.hash;
     out.push(row);

@@ -120,8 +120,12 @@ const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[
  * Scrubbed, well-formed (a lone surrogate cannot round-trip through utf8mb4, so the stored
  * text would differ from the hashed text) and at most `max` code points.
  */
+const ANY_SURROGATE = /[\uD800-\uDFFF]/;
+
 export function cleanString(value: string, max: number): string {
-  let s = scrubString(String(value).replace(LONE_SURROGATE, '\uFFFD'));
+  let s = String(value);
+  if (ANY_SURROGATE.test(s)) s = s.replace(LONE_SURROGATE, '\uFFFD');
+  s = scrubString(s);
   if (s.length > max) {
     const points = Array.from(s);
     if (points.length > max) s = points.slice(0, max - 1).join('') + '…';
@@ -197,7 +201,9 @@ export function sanitizeEntry(input: AuditEntryInput, id: string, createdAt: num
   if (typeof input.developer_id !== 'string' || input.developer_id === '' || input.developer_id.length > LIMITS.id) {
     throw new TypeError('audit entry: developer_id is required');
   }
-  let rules = JSON.stringify(scrubJson(input.matched_rules ?? []));
+  const matched = input.matched_rules ?? [];
+  // The proxy's matched_rules are rule indexes: nothing to scrub.
+  let rules = JSON.stringify(Array.isArray(matched) && matched.every((v) => typeof v === 'number') ? matched : scrubJson(matched));
   if (rules.length > LIMITS.matched_rules) rules = JSON.stringify({ truncated: true });
   return {
     id,

@@ -138,6 +138,103 @@ function upstreamError(err: unknown): Refusal {
   return refusal('upstream_unreachable', 'the upstream could not be reached');
 }
 
+/**
+ * Sends the request upstream and streams the answer into the agent's response, then calls
+ * `finish` (the audit entry) once; `refuse` when nothing reached the agent yet. An undici
+ * dispatch handler rather than `request()` and a pipe: no Readable body stream, promise and
+ * pipe bookkeeping per request (docs/performance.md). Backpressure: the upstream is paused
+ * while the agent's socket buffer is full. The agent going away aborts the upstream request.
+ */
+function forward(
+  dispatcher: Dispatcher,
+  opts: Dispatcher.DispatchOptions,
+  res: ServerResponse,
+  entry: AuditEntry,
+  refuse: (r: Refusal) => void,
+  finish: (status: number) => void,
+): Promise<void> {
+  return new Promise<void>((resolve) => {
+    let controller: Dispatcher.DispatchController | null = null;
+    let status = 0;
+    let out = 0;
+    let started = false; // response headers written to the agent
+    let complete = false; // the upstream's body ended
+    let done = false;
+    const settle = (fn: () => void) => {
+      if (done) return;
+      done = true;
+      res.off('close', onClose);
+      res.off('drain', onDrain);
+      try {
+        fn();
+      } finally {
+        resolve();
+      }
+    };
+    const delivered = () => {
+      entry.bytes_out = out;
+      finish(status);
+    };
+    const onDrain = () => controller?.resume();
+    function onClose(): void {
+      if (done) return;
+      if (complete) return settle(delivered); // closed before 'finish' could be emitted
+      // Aborting makes undici call onResponseError, which settles. Before undici started the
+      // request (queued for a connection), it is aborted as soon as it starts.
+      if (controller) controller.abort(new Error('the agent closed the connection'));
+    }
+    const agentGone = () => {
+      entry.reason = 'client_disconnected';
+      entry.bytes_out = out;
+      finish(499);
+    };
+    res.on('close', onClose);
+    dispatcher.dispatch(opts, {
+      onRequestStart(c) {
+        controller = c;
+        if (res.destroyed) c.abort(new Error('the agent closed the connection'));
+      },
+      onResponseStart(c, statusCode, headers) {
+        if (statusCode < 200) return; // 1xx: the final answer follows
+        const h: Record<string, string | string[]> = {};
+        for (const k in headers) {
+          const v = headers[k];
+          if (v !== undefined && !RESPONSE_HOP_BY_HOP.has(k)) h[k] = v;
+        }
+        try {
+          res.writeHead(statusCode, h);
+        } catch (err) {
+          return c.abort(err as Error); // a header Node will not send: 502 below
+        }
+        started = true;
+        status = statusCode;
+        entry.upstream_status = statusCode;
+      },
+      onResponseData(c, chunk) {
+        out += chunk.length;
+        if (!res.write(chunk) && !c.paused) {
+          c.pause();
+          res.once('drain', onDrain);
+        }
+      },
+      onResponseEnd() {
+        complete = true;
+        res.end(() => settle(delivered));
+      },
+      onResponseError(_c, err) {
+        if (!started && res.destroyed) return settle(agentGone);
+        if (started) {
+          return settle(() => {
+            res.destroy();
+            delivered();
+          });
+        }
+        settle(() => refuse(upstreamError(err)));
+      },
+    });
+  });
+}
+
 export function createPipeline(opts: PipelineOptions) {
   const { ports, upstream, log } = opts;
   const scanLimit = opts.scanLimitBytes ?? 1024 * 1024;
@@ -240,47 +337,14 @@ export function createPipeline(opts: PipelineOptions) {
         entry.bytes_in = (outBody as Buffer).length;
       }
 
-      let upstreamRes: Dispatcher.ResponseData;
-      try {
-        upstreamRes = await upstream.dispatcher.request({
-          origin: upstream.origin(target.host, target.port, target.tls),
-          path: outUrl,
-          method: method as Dispatcher.HttpMethod,
-          headers,
-          body: outBody,
-        });
-      } catch (err) {
-        return refuse(upstreamError(err), entry.decision === 'deny' ? 'deny' : entry.decision, upstreamError(err).code);
-      }
-      entry.upstream_status = upstreamRes.statusCode;
-      const outResHeaders: Record<string, string | string[]> = {};
-      for (const [k, v] of Object.entries(upstreamRes.headers)) if (v !== undefined && !RESPONSE_HOP_BY_HOP.has(k)) outResHeaders[k] = v;
-      res.writeHead(upstreamRes.statusCode, outResHeaders);
-      let out = 0;
-      const upBody = upstreamRes.body;
-      upBody.on('data', (c: Buffer) => (out += c.length));
-      try {
-        // Plain .pipe() rather than stream/promises pipeline(): that one allocates and aborts
-        // an AbortController per request (~30 µs, docs/performance.md). Either side failing
-        // destroys both.
-        await new Promise<void>((resolve, reject) => {
-          const fail = (err?: Error) => {
-            upBody.destroy();
-            reject(err ?? new Error('premature close'));
-          };
-          res.once('finish', resolve);
-          res.once('close', () => {
-            if (!res.writableFinished) fail();
-          });
-          res.once('error', fail);
-          upBody.once('error', fail);
-          upBody.pipe(res);
-        });
-      } catch {
-        res.destroy();
-      }
-      entry.bytes_out = out;
-      finish(upstreamRes.statusCode);
+      await forward(
+        upstream.dispatcher,
+        { origin: upstream.origin(target.host, target.port, target.tls), path: outUrl, method: method as Dispatcher.HttpMethod, headers, body: outBody },
+        res,
+        entry,
+        (r) => refuse(r, entry.decision, r.code),
+        finish,
+      );
     } catch (err) {
       if ((err as { code?: string }).code === 'GATEWAY_STORE_UNAVAILABLE' || (err as { gatewayUnavailable?: boolean }).gatewayUnavailable) {
         return refuse(refusal('gateway_unavailable', 'the gateway cannot reach its store; nothing was forwarded'));

@@ -2,6 +2,7 @@ import { expect } from 'chai';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { createServer as createNetServer, type AddressInfo } from 'node:net';
 import { ProxyAgent, request } from 'undici';
 import { generateCa, type CaMaterial } from '../../../certs/ca.js';
 import { createLeafIssuer } from '../../../certs/leaf.js';
@@ -35,7 +36,7 @@ describe('gateway proxy mechanics', function () {
   let decision: PolicyDecision = { decision: 'allow', reason: 'rule', matched_rules: [0], grant: null };
   let approvalOutcome: Promise<ApprovalOutcome> = Promise.resolve({ status: 'approved', grant_id: null });
   const approvals: unknown[] = [];
-  const allowed = new Set(['api.stripe.com', 'other.example.com']);
+  const allowed = new Set(['api.stripe.com', 'other.example.com', 'dead.example.com']);
 
   const secret: Credential = {
     token: PLACEHOLDER, connector: 'secret:STRIPE', kind: 'secret', infrastructure: false,
@@ -47,8 +48,17 @@ describe('gateway proxy mechanics', function () {
     ca = await generateCa();
     const issuer = await createLeafIssuer(ca);
     up = await startFakeUpstream();
+    // A port that refuses connections: listen, note it, close.
+    const closed = createNetServer();
+    await new Promise<void>((r) => closed.listen(0, '127.0.0.1', r));
+    const deadPort = (closed.address() as AddressInfo).port;
+    await new Promise((r) => closed.close(r));
     upstream = createUpstream({
-      overrides: { 'api.stripe.com': { host: '127.0.0.1', port: up.port }, 'other.example.com': { host: '127.0.0.1', port: up.port } },
+      overrides: {
+        'api.stripe.com': { host: '127.0.0.1', port: up.port },
+        'other.example.com': { host: '127.0.0.1', port: up.port },
+        'dead.example.com': { host: '127.0.0.1', port: deadPort },
+      },
       allowPrivate: false,
       extraCa: up.ca.certPem,
     });
@@ -203,6 +213,109 @@ describe('gateway proxy mechanics', function () {
     } finally {
       up.respond = (req, res) => res.end(JSON.stringify({ url: req.url }));
     }
+  });
+
+  describe('forwarding the answer', () => {
+    const echo = (req: { url: string }, res: import('node:http').ServerResponse) => res.end(JSON.stringify({ url: req.url }));
+    afterEach(() => {
+      up.respond = echo;
+    });
+
+    it('a slow reader gets a 32 MiB response whole, and the upstream waits for it (paused, not buffered in the gateway)', async () => {
+      const size = 32 * 1024 * 1024;
+      let upstreamDone = false;
+      up.respond = (_req, res) => {
+        res.writeHead(200, { 'content-type': 'application/octet-stream', 'content-length': size });
+        const chunk = Buffer.alloc(256 * 1024, 9);
+        let sent = 0;
+        const pump = () => {
+          while (sent < size) {
+            sent += chunk.length;
+            if (!res.write(chunk)) return void res.once('drain', pump);
+          }
+          res.end(() => (upstreamDone = true));
+        };
+        pump();
+      };
+      const r = await request('https://api.stripe.com/huge', { dispatcher: agent() });
+      expect(r.statusCode).to.equal(200);
+      await new Promise((res) => setTimeout(res, 400));
+      expect(upstreamDone, 'the upstream could not finish while the agent read nothing').to.equal(false);
+      let got = 0;
+      for await (const c of r.body) got += (c as Buffer).length;
+      expect(got).to.equal(size);
+      await auditWritten();
+      expect(audit[0]).to.include({ status: 200, upstream_status: 200, bytes_out: size });
+    });
+
+    it('the agent going away mid-body aborts the upstream request; one audit entry with what was sent', async () => {
+      let upstreamClosed = false;
+      let timer: NodeJS.Timeout | undefined;
+      up.respond = (_req, res) => {
+        res.writeHead(200, { 'content-type': 'text/plain' });
+        timer = setInterval(() => res.write('x'.repeat(1024)), 5);
+        res.on('close', () => {
+          upstreamClosed = true;
+          clearInterval(timer);
+        });
+      };
+      const dispatcher = agent();
+      try {
+        const r = await request('https://api.stripe.com/stream', { dispatcher });
+        for await (const _c of r.body) break; // one chunk, then the agent is gone
+        await dispatcher.destroy();
+        for (let i = 0; i < 100 && !upstreamClosed; i++) await new Promise((res) => setTimeout(res, 10));
+        expect(upstreamClosed, 'the upstream request was aborted').to.equal(true);
+        await auditWritten();
+        await new Promise((res) => setTimeout(res, 50));
+        expect(audit).to.have.length(1);
+        expect(audit[0]).to.include({ status: 200, upstream_status: 200 });
+        expect(audit[0]!.bytes_out).to.be.greaterThan(0);
+      } finally {
+        clearInterval(timer);
+      }
+    });
+
+    it('an upstream that dies mid-body: the agent gets a cut-off response, not a complete one; one audit entry', async () => {
+      up.respond = (_req, res) => {
+        res.writeHead(200, { 'content-type': 'text/plain', 'content-length': 100_000 });
+        res.write('y'.repeat(1000), () => setTimeout(() => res.socket?.destroy(), 20));
+      };
+      const r = await request('https://api.stripe.com/dies', { dispatcher: agent() });
+      expect(r.statusCode).to.equal(200);
+      let failed = false;
+      try {
+        await r.body.arrayBuffer();
+      } catch {
+        failed = true;
+      }
+      expect(failed, 'reading the cut-off body fails').to.equal(true);
+      await auditWritten();
+      expect(audit[0]).to.include({ status: 200, upstream_status: 200 });
+    });
+
+    it('an upstream that refuses the connection: 502 upstream_unreachable, audited', async () => {
+      const r = await request('https://dead.example.com/x', { dispatcher: agent() });
+      expect(r.statusCode).to.equal(502);
+      expect(r.headers['x-gateway-error']).to.equal('upstream_unreachable');
+      expect(await r.body.json()).to.include({ error: 'upstream_unreachable' });
+      await auditWritten();
+      expect(audit[0]).to.include({ status: 502, reason: 'upstream_unreachable', upstream_status: null });
+    });
+
+    it('informational 1xx answers are skipped: the agent gets the final answer', async () => {
+      up.respond = (_req, res) => {
+        res.writeEarlyHints({ link: '</style.css>; rel=preload; as=style' });
+        res.writeHead(201, { 'content-type': 'application/json', 'x-upstream': 'yes' });
+        res.end('{"created":true}');
+      };
+      const r = await request('https://api.stripe.com/created', { dispatcher: agent() });
+      expect(r.statusCode).to.equal(201);
+      expect(r.headers['x-upstream']).to.equal('yes');
+      expect(await r.body.json()).to.deep.equal({ created: true });
+      await auditWritten();
+      expect(audit[0]).to.include({ status: 201, upstream_status: 201 });
+    });
   });
 
   it('refuses private destinations after resolution when not allowed', async () => {

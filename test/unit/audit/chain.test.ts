@@ -1,4 +1,5 @@
 import { expect } from 'chai';
+import fc from 'fast-check';
 import { createHash } from 'node:crypto';
 import { GENESIS_HASH, HASHED_FIELDS, canonicalJson, chainRows, entryHash, verifyRows, EMPTY_HEAD, type ChainHead } from '../../../audit/chain.js';
 import { sanitizeEntry, type AuditRow, type UnchainedRow } from '../../../audit/entry.js';
@@ -55,6 +56,28 @@ describe('audit chain (audit/chain)', () => {
       expect(canonicalJson(reordered)).to.equal(canonicalJson(row!));
       expect(entryHash(GENESIS_HASH, stringy)).to.equal(row!.hash);
       expect(chainOf(20).rows.map((r) => r.hash)).to.deep.equal(chainOf(20).rows.map((r) => r.hash));
+    });
+
+    it('canonical JSON is exactly JSON.stringify of the fields in order, for any values (the string-built form agrees with the definition)', () => {
+      const NUMERIC = new Set(['seq', 'created_at', 'status', 'upstream_status', 'bytes_in', 'bytes_out', 'duration_ms']);
+      const reference = (row: Record<string, unknown>): string =>
+        JSON.stringify(Object.fromEntries(HASHED_FIELDS.map((f) => [f, row[f] == null ? null : NUMERIC.has(f) ? Number(row[f]) : String(row[f])])));
+      const value = fc.oneof(
+        fc.constant(null),
+        fc.constant(undefined),
+        fc.string({ unit: 'binary' }),
+        fc.string({ unit: 'grapheme' }),
+        fc.integer(),
+        fc.double(),
+        fc.integer().map(String),
+      );
+      fc.assert(
+        fc.property(fc.array(value, { minLength: HASHED_FIELDS.length, maxLength: HASHED_FIELDS.length }), (values) => {
+          const row = Object.fromEntries(HASHED_FIELDS.map((f, i) => [f, values[i]]));
+          expect(canonicalJson(row as unknown as AuditRow)).to.equal(reference(row));
+        }),
+        { numRuns: 500 },
+      );
     });
 
     it('changes with every hashed field, with the previous hash, and between null and ""', () => {

@@ -1,6 +1,7 @@
 import { expect } from 'chai';
+import fc from 'fast-check';
 import { Writable } from 'node:stream';
-import { createLogger } from '../../../lib/log.js';
+import { createLogger, scrubString } from '../../../lib/log.js';
 
 function capture() {
   const lines: string[] = [];
@@ -41,5 +42,27 @@ describe('log redaction (lib/log)', () => {
     log.info({ environment_id: 'env_0123456789abcdef01234567', status: 201 }, 'created');
     const rec = JSON.parse(lines[0]!);
     expect(rec).to.include({ environment_id: 'env_0123456789abcdef01234567', status: 201, msg: 'created', level: 'info' });
+  });
+
+  it('scrubString\'s quick pre-check never lets a secret through: same result as applying every pattern, for any text around secrets', () => {
+    // The patterns as lib/log.ts defines them, applied unconditionally (the definition).
+    const PATTERNS = [
+      /\bsk_[0-9a-f]{8,}/g, /\bwhsec_[A-Za-z0-9_-]{8,}/g, /\bsvcph_[0-9a-f]{8,}/g, /\bsvcst_[A-Za-z0-9_-]{8,}/g,
+      /\b(?:ya29|xox[abprs])[.-][A-Za-z0-9._-]{8,}/g, /\b(Bearer|Basic)\s+[A-Za-z0-9._~+/=-]{8,}/gi,
+    ];
+    const reference = (s: string) => PATTERNS.reduce((out, re) => out.replace(re, (m) => `${m.slice(0, Math.min(6, m.indexOf('_') + 1 || 6))}[redacted]`), s);
+    const piece = fc.oneof(
+      fc.string(),
+      fc.constantFrom(apiKey, whsec, placeholder, oauth, slack, 'Bearer abcdefgh12345678', 'BASIC dXNlcjpwYXNzd29yZA==', 'svcst_abcdefghijklmnopqrstuv', 'xoxb-0123456789'),
+      fc.constantFrom('sk_', 'whsec_', 'ya29.', 'xoxp-', 'bearer ', ' ', '?token=', '/'),
+    );
+    fc.assert(
+      fc.property(fc.array(piece, { maxLength: 8 }), (parts) => {
+        const s = parts.join('');
+        expect(scrubString(s)).to.equal(reference(s));
+      }),
+      { numRuns: 2000 },
+    );
+    expect(scrubString(`x ${apiKey} y`)).to.not.include(apiKey);
   });
 });
