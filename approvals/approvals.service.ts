@@ -1,4 +1,3 @@
-import { EventEmitter } from 'node:events';
 import type { Db } from '../store/db.js';
 import { withTx } from '../store/db.js';
 import type { Clock, ServiceClock } from '../lib/clock.js';
@@ -183,7 +182,7 @@ export interface ApprovalsDeps {
  * endpoint", "Grants").
  *
  * Waiting for a decision (the gateway holds the agent's request meanwhile): a decision
- * made in this process reaches waiters through an in-process EventEmitter at once; one
+ * made in this process reaches waiters in-process at once (announce); one
  * made by another process sharing the database is found by a shared poll of the store
  * (one query for all waited ids every waitPollMs). Expiry reaches waiters by a timer at
  * expires_at, by the sweep (expireDue), and on every test-clock advance.
@@ -192,8 +191,6 @@ export function createApprovalsService(deps: ApprovalsDeps) {
   const { db, clock, log } = deps;
   const wallNowMs = deps.wallNowMs ?? Date.now;
   const pollMs = deps.waitPollMs ?? DEFAULT_WAIT_POLL_MS;
-  const signals = new EventEmitter();
-  signals.setMaxListeners(0);
 
   const grantsChanged = (developerId: string, environmentId: string): void => {
     try {
@@ -201,10 +198,6 @@ export function createApprovalsService(deps: ApprovalsDeps) {
     } catch (err) {
       log.error({ err }, 'grant change listener failed');
     }
-  };
-
-  const announce = (id: string, outcome: DecisionOutcome): void => {
-    signals.emit(id, outcome);
   };
 
   async function requestApproval(input: RequestApprovalInput): Promise<Approval> {
@@ -396,31 +389,117 @@ export function createApprovalsService(deps: ApprovalsDeps) {
 
   // ---- waiting -------------------------------------------------------------------------
 
-  interface Waiter {
-    id: string;
+  /**
+   * One wait for one approval. A class rather than a closure per callback: the gateway may
+   * hold 10,000 requests at once, and per wait this is one object (the abort listener is
+   * the object itself, the expiry timer gets it as an argument) instead of eight closures.
+   */
+  class Waiter {
+    settled = false;
+    expiring = false;
+    timer: NodeJS.Timeout | null = null;
+    /** expires_at the timer is armed for (a poll that finds it unchanged leaves the timer). */
+    armedFor = -1;
+
+    constructor(
+      readonly id: string,
+      private readonly resolve: (o: DecisionOutcome) => void,
+      private readonly reject: (err: unknown) => void,
+      private readonly signal: AbortSignal | undefined,
+    ) {}
+
+    /** The AbortSignal's listener (EventTarget calls handleEvent on a listener object). */
+    handleEvent(): void {
+      this.fail(abortError(this.signal!));
+    }
+
+    #cleanup(): void {
+      this.settled = true;
+      const set = waiting.get(this.id);
+      if (set) {
+        set.delete(this);
+        if (set.size === 0) waiting.delete(this.id);
+      }
+      if (this.timer) clearTimeout(this.timer);
+      this.timer = null;
+      this.signal?.removeEventListener('abort', this);
+    }
+
+    finish(o: DecisionOutcome): void {
+      if (this.settled) return;
+      this.#cleanup();
+      this.resolve(o);
+    }
+
+    fail(err: unknown): void {
+      if (this.settled) return;
+      this.#cleanup();
+      this.reject(err);
+    }
+
     /** Re-examines a row of this approval; settles the wait when it is over. */
-    examine(row: ApprovalOutcomeRow | undefined): void;
-    /** Ends the wait with an error (service closing). */
-    fail(err: unknown): void;
+    examine(row: ApprovalOutcomeRow | undefined): void {
+      if (this.settled) return;
+      if (!row) return this.fail(new Error(`no such approval: ${this.id}`));
+      if (row.status !== 'pending') return this.finish(outcomeOf(row));
+      const expiresAt = Number(row.expires_at);
+      if (expiresAt <= clock.nowMs()) return this.expireNow();
+      if (!this.timer || this.armedFor !== expiresAt) this.arm(expiresAt);
+    }
+
+    expireNow(): void {
+      if (this.expiring || this.settled) return;
+      this.expiring = true;
+      expireOne(this.id)
+        .catch((err) => log.warn({ err, approval_id: this.id }, 'expiring an approval failed; the sweep will'))
+        .finally(() => {
+          this.expiring = false;
+        });
+    }
+
+    arm(expiresAt: number): void {
+      if (this.timer) clearTimeout(this.timer);
+      this.armedFor = expiresAt;
+      const ms = Math.min(Math.max(expiresAt - clock.nowMs(), 0) + 5, 2 ** 31 - 1);
+      this.timer = setTimeout(onExpiryTimer, ms, this);
+      this.timer.unref();
+    }
   }
-  const waiters = new Set<Waiter>();
+
+  /** A waiter's expiry timer: at expires_at (service clock) the approval is expired. */
+  function onExpiryTimer(w: Waiter): void {
+    w.timer = null;
+    if (w.settled) return;
+    if (clock.nowMs() >= w.armedFor) w.expireNow();
+    else w.arm(w.armedFor);
+  }
+
+  /** Approval id → the waits for it (usually one). */
+  const waiting = new Map<string, Set<Waiter>>();
   let pollTimer: NodeJS.Timeout | null = null;
   let polling = false;
   let closed = false;
 
-  /** One query for every waited id; settles the decided, expires the overdue. */
+  function announce(id: string, outcome: DecisionOutcome): void {
+    const set = waiting.get(id);
+    if (set) for (const w of [...set]) w.finish(outcome);
+  }
+
+  /** One query per 500 waited ids; settles the decided, expires the overdue. */
   async function pollOnce(): Promise<void> {
-    if (polling || waiters.size === 0) return;
+    if (polling || waiting.size === 0) return;
     polling = true;
     try {
-      const ids = [...new Set([...waiters].map((w) => w.id))];
+      const ids = [...waiting.keys()];
       for (let i = 0; i < ids.length; i += 500) {
         const chunk = ids.slice(i, i + 500);
         const rows = new Map((await approvalsStore.outcomes(db, chunk)).map((r) => [r.id, r]));
-        // A Set, not chunk.includes: with 10,000 held requests the scan was quadratic and
-        // cost a sixth of a core every second (docs/performance.md).
-        const inChunk = new Set(chunk);
-        for (const w of [...waiters]) if (inChunk.has(w.id)) w.examine(rows.get(w.id));
+        // Map lookups per id, not a scan of every waiter per chunk: with 10,000 held
+        // requests that scan was quadratic (docs/performance.md).
+        for (const id of chunk) {
+          const set = waiting.get(id);
+          if (set) for (const w of [...set]) w.examine(rows.get(id));
+        }
       }
     } catch (err) {
       log.warn({ err }, 'approval wait poll failed; retrying at the next tick');
@@ -432,7 +511,7 @@ export function createApprovalsService(deps: ApprovalsDeps) {
   function ensurePolling(): void {
     if (pollTimer || closed) return;
     pollTimer = setInterval(() => {
-      if (waiters.size === 0) {
+      if (waiting.size === 0) {
         clearInterval(pollTimer!);
         pollTimer = null;
         return;
@@ -469,72 +548,15 @@ export function createApprovalsService(deps: ApprovalsDeps) {
     return new Promise<DecisionOutcome>((resolve, reject) => {
       if (signal?.aborted) return reject(abortError(signal));
       if (closed) return reject(new Error('the approvals service is closed'));
-      let settled = false;
-      let timer: NodeJS.Timeout | null = null;
-      let expiring = false;
-
-      const cleanup = (): void => {
-        settled = true;
-        signals.off(id, onSignal);
-        waiters.delete(waiter);
-        if (timer) clearTimeout(timer);
-        signal?.removeEventListener('abort', onAbort);
-      };
-      const finish = (o: DecisionOutcome): void => {
-        if (settled) return;
-        cleanup();
-        resolve(o);
-      };
-      const fail = (err: unknown): void => {
-        if (settled) return;
-        cleanup();
-        reject(err);
-      };
-      function onSignal(o: DecisionOutcome): void {
-        finish(o);
-      }
-      function onAbort(): void {
-        fail(abortError(signal!));
-      }
-      const expireNow = (): void => {
-        if (expiring || settled) return;
-        expiring = true;
-        expireOne(id)
-          .catch((err) => log.warn({ err, approval_id: id }, 'expiring an approval failed; the sweep will'))
-          .finally(() => {
-            expiring = false;
-          });
-      };
-      const arm = (expiresAt: number): void => {
-        if (timer) clearTimeout(timer);
-        const ms = Math.min(Math.max(expiresAt - clock.nowMs(), 0) + 5, 2 ** 31 - 1);
-        timer = setTimeout(() => {
-          timer = null;
-          if (settled) return;
-          if (clock.nowMs() >= expiresAt) expireNow();
-          else arm(expiresAt);
-        }, ms);
-        timer.unref();
-      };
-      const waiter: Waiter = {
-        id,
-        examine(row) {
-          if (settled) return;
-          if (!row) return fail(new Error(`no such approval: ${id}`));
-          if (row.status !== 'pending') return finish(outcomeOf(row));
-          if (Number(row.expires_at) <= clock.nowMs()) return expireNow();
-          arm(Number(row.expires_at));
-        },
-        fail,
-      };
-
-      signals.on(id, onSignal);
-      signal?.addEventListener('abort', onAbort, { once: true });
-      waiters.add(waiter);
+      const waiter = new Waiter(id, resolve, reject, signal);
+      signal?.addEventListener('abort', waiter, { once: true });
+      let set = waiting.get(id);
+      if (!set) waiting.set(id, (set = new Set()));
+      set.add(waiter);
       ensurePolling();
       approvalsStore.outcomes(db, [id]).then(
         (rows) => waiter.examine(rows[0]),
-        (err) => fail(err),
+        (err) => waiter.fail(err),
       );
     });
   }
@@ -566,7 +588,7 @@ export function createApprovalsService(deps: ApprovalsDeps) {
     if (pollTimer) clearInterval(pollTimer);
     pollTimer = null;
     const err = new Error('the approvals service is closing');
-    for (const w of [...waiters]) w.fail(err);
+    for (const set of [...waiting.values()]) for (const w of [...set]) w.fail(err);
   }
 
   return {

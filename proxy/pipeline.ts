@@ -1,5 +1,5 @@
 import type { IncomingMessage, ServerResponse, IncomingHttpHeaders } from 'node:http';
-import { Readable } from 'node:stream';
+import { PassThrough, Transform, type Readable } from 'node:stream';
 import type { Dispatcher } from 'undici';
 import { classify, needsBody } from '../policy-engine/classify/index.js';
 import type { Logger } from '../lib/log.js';
@@ -83,30 +83,89 @@ function headerOnce(h: IncomingHttpHeaders, name: string): string | undefined {
   return Array.isArray(v) ? v[0] : v;
 }
 
-/** Reads up to `limit` bytes; `rest` is a stream of the whole body when it was longer. */
-async function readUpTo(req: AsyncIterable<unknown>, limit: number): Promise<{ body: Buffer; complete: boolean; rest?: Readable }> {
-  const chunks: Buffer[] = [];
-  let size = 0;
-  const it = req[Symbol.asyncIterator]();
-  for (;;) {
-    const { value, done } = await it.next();
-    if (done) return { body: Buffer.concat(chunks, size), complete: true };
-    const chunk = value as Buffer;
-    chunks.push(chunk);
-    size += chunk.length;
-    if (size > limit) {
+/**
+ * Pipes `src` into `into` and returns `into`. pipe() passes neither an error nor a cut-off
+ * request on: without these, the rest of a body whose sender went away would never end.
+ * Nothing is passed back: a failed upstream must not destroy the agent's request (its
+ * connection still gets the gateway's answer).
+ */
+function passOn<T extends Readable & NodeJS.WritableStream>(src: Readable, into: T): T {
+  src.once('error', (err) => (into as unknown as Readable).destroy(err));
+  src.once('close', () => {
+    if ((src as IncomingMessage).complete === false) (into as unknown as Readable).destroy(new Error('the request body was cut off'));
+  });
+  src.pipe(into);
+  return into;
+}
+
+/**
+ * A body streamed upstream, its bytes counted on the way. Regression: a 'data' listener on
+ * the body itself started it flowing before undici read it, and what flowed meanwhile was
+ * lost; a textual body over the 1 MiB scan limit failed with 502 (undici: content-length
+ * mismatch), test/integration/proxy/mechanics.test.ts.
+ */
+function countedBody(src: Readable, onEnd: (n: number) => void): Readable {
+  let n = 0;
+  const counter = new Transform({
+    transform(chunk: Buffer, _enc, cb) {
+      n += chunk.length;
+      cb(null, chunk);
+    },
+    flush(cb) {
+      onEnd(n);
+      cb();
+    },
+  });
+  return passOn(src, counter);
+}
+
+/**
+ * Reads up to `limit` bytes; `rest` is a stream of the whole body when it was longer.
+ * Plain listeners, all removed when done: the Readable async iterator used before left its
+ * end-of-stream listeners (and their closures) on the request for as long as the request
+ * lived, about 1.2 KiB per request held for approval (docs/performance.md).
+ */
+function readUpTo(req: Readable, limit: number): Promise<{ body: Buffer; complete: boolean; rest?: Readable }> {
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    let size = 0;
+    const done = () => {
+      req.off('data', onData);
+      req.off('end', onEnd);
+      req.off('error', onError);
+      req.off('close', onClose);
+    };
+    function onData(chunk: Buffer): void {
+      chunks.push(chunk);
+      size += chunk.length;
+      if (size <= limit) return;
+      done();
+      req.pause();
       const prefix = Buffer.concat(chunks, size);
-      async function* all() {
-        yield prefix;
-        for (;;) {
-          const n = await it.next();
-          if (n.done) return;
-          yield n.value as Buffer;
-        }
-      }
-      return { body: prefix, complete: false, rest: Readable.from(all()) };
+      const rest = new PassThrough();
+      rest.write(prefix);
+      resolve({ body: prefix, complete: false, rest: passOn(req, rest) });
     }
-  }
+    function onEnd(): void {
+      done();
+      resolve({ body: Buffer.concat(chunks, size), complete: true });
+    }
+    function onError(err: Error): void {
+      done();
+      reject(err);
+    }
+    function onClose(): void {
+      done();
+      reject(Object.assign(new Error('the request body was cut off'), { code: 'ERR_STREAM_PREMATURE_CLOSE' }));
+    }
+    req.on('data', onData);
+    req.on('end', onEnd);
+    req.on('error', onError);
+    req.on('close', onClose);
+    // A 'data' listener does not start a stream that was paused explicitly (http-mitm-proxy
+    // pauses the plain-HTTP requests it hands over).
+    req.resume();
+  });
 }
 
 /**
@@ -138,295 +197,379 @@ function upstreamError(err: unknown): Refusal {
   return refusal('upstream_unreachable', 'the upstream could not be reached');
 }
 
-/**
- * Sends the request upstream and streams the answer into the agent's response, then calls
- * `finish` (the audit entry) once; `refuse` when nothing reached the agent yet. An undici
- * dispatch handler rather than `request()` and a pipe: no Readable body stream, promise and
- * pipe bookkeeping per request (docs/performance.md). Backpressure: the upstream is paused
- * while the agent's socket buffer is full. The agent going away aborts the upstream request.
- */
-function forward(
-  dispatcher: Dispatcher,
-  opts: Dispatcher.DispatchOptions,
-  res: ServerResponse,
-  entry: AuditEntry,
-  refuse: (r: Refusal) => void,
-  finish: (status: number) => void,
-): Promise<void> {
-  return new Promise<void>((resolve) => {
-    let controller: Dispatcher.DispatchController | null = null;
-    let status = 0;
-    let out = 0;
-    let started = false; // response headers written to the agent
-    let complete = false; // the upstream's body ended
-    let done = false;
-    const settle = (fn: () => void) => {
-      if (done) return;
-      done = true;
-      res.off('close', onClose);
-      res.off('drain', onDrain);
-      try {
-        fn();
-      } finally {
-        resolve();
-      }
-    };
-    const delivered = () => {
-      entry.bytes_out = out;
-      finish(status);
-    };
-    const onDrain = () => controller?.resume();
-    function onClose(): void {
-      if (done) return;
-      if (complete) return settle(delivered); // closed before 'finish' could be emitted
-      // Aborting makes undici call onResponseError, which settles. Before undici started the
-      // request (queued for a connection), it is aborted as soon as it starts.
-      if (controller) controller.abort(new Error('the agent closed the connection'));
-    }
-    const agentGone = () => {
-      entry.reason = 'client_disconnected';
-      entry.bytes_out = out;
-      finish(499);
-    };
-    res.on('close', onClose);
-    dispatcher.dispatch(opts, {
-      onRequestStart(c) {
-        controller = c;
-        if (res.destroyed) c.abort(new Error('the agent closed the connection'));
-      },
-      onResponseStart(c, statusCode, headers) {
-        if (statusCode < 200) return; // 1xx: the final answer follows
-        const h: Record<string, string | string[]> = {};
-        for (const k in headers) {
-          const v = headers[k];
-          if (v !== undefined && !RESPONSE_HOP_BY_HOP.has(k)) h[k] = v;
-        }
-        try {
-          res.writeHead(statusCode, h);
-        } catch (err) {
-          return c.abort(err as Error); // a header Node will not send: 502 below
-        }
-        started = true;
-        status = statusCode;
-        entry.upstream_status = statusCode;
-      },
-      onResponseData(c, chunk) {
-        out += chunk.length;
-        if (!res.write(chunk) && !c.paused) {
-          c.pause();
-          res.once('drain', onDrain);
-        }
-      },
-      onResponseEnd() {
-        complete = true;
-        res.end(() => settle(delivered));
-      },
-      onResponseError(_c, err) {
-        if (!started && res.destroyed) return settle(agentGone);
-        if (started) {
-          return settle(() => {
-            res.destroy();
-            delivered();
-          });
-        }
-        settle(() => refuse(upstreamError(err)));
-      },
-    });
-  });
+const kForward = Symbol('gateway.forward');
+type ForwardedResponse = ServerResponse & { [kForward]?: Forward | undefined };
+
+// Listeners shared by every response (they find their Forward on the response), so
+// forwarding allocates no closure per request.
+function onResponseClose(this: ForwardedResponse): void {
+  this[kForward]?.agentClosed();
+}
+function onResponseDrain(this: ForwardedResponse): void {
+  this[kForward]?.controller?.resume();
+}
+function onResponseFinish(this: ForwardedResponse): void {
+  this[kForward]?.delivered();
 }
 
-export function createPipeline(opts: PipelineOptions) {
-  const { ports, upstream, log } = opts;
-  const scanLimit = opts.scanLimitBytes ?? 1024 * 1024;
-  const holdLimit = opts.holdLimitBytes ?? 10 * 1024 * 1024;
+/**
+ * Sends the request upstream and streams the answer into the agent's response, then
+ * finishes the exchange (its audit entry) exactly once, or refuses it when nothing reached
+ * the agent yet. An undici dispatch handler rather than `request()` and a pipe: no Readable
+ * body stream, promise and pipe bookkeeping per request (docs/performance.md).
+ * Backpressure: the upstream is paused while the agent's socket buffer is full. The agent
+ * going away aborts the upstream request.
+ */
+class Forward implements Dispatcher.DispatchHandler {
+  controller: Dispatcher.DispatchController | null = null;
+  #status = 0;
+  #out = 0;
+  /** Response headers were written to the agent. */
+  #started = false;
+  /** The upstream's body ended. */
+  #complete = false;
+  #done = false;
 
-  return async function handle(req: IncomingMessage, res: ServerResponse, target: Target, id: Identity): Promise<void> {
-    const started = performance.now();
-    const method = (req.method ?? 'GET').toUpperCase();
-    const url = originForm(req.url);
-    const entry: AuditEntry = {
-      environment_id: id.environmentId, developer_id: id.developerId, method, host: target.host, path: url,
+  constructor(
+    private readonly x: Exchange,
+    private readonly resolve: () => void,
+  ) {}
+
+  start(dispatcher: Dispatcher, opts: Dispatcher.DispatchOptions): void {
+    const res = this.x.res as ForwardedResponse;
+    res[kForward] = this;
+    res.on('close', onResponseClose);
+    dispatcher.dispatch(opts, this);
+  }
+
+  /** Ends the forwarding once; false when it had already ended. */
+  #settle(): boolean {
+    if (this.#done) return false;
+    this.#done = true;
+    const res = this.x.res as ForwardedResponse;
+    res.off('close', onResponseClose);
+    res.off('drain', onResponseDrain);
+    res[kForward] = undefined;
+    return true;
+  }
+
+  delivered(): void {
+    if (!this.#settle()) return;
+    this.x.entry.bytes_out = this.#out;
+    this.x.finish(this.#status);
+    this.resolve();
+  }
+
+  agentClosed(): void {
+    if (this.#done) return;
+    if (this.#complete) return this.delivered(); // closed before 'finish' could be emitted
+    // Aborting makes undici call onResponseError, which settles. A request still queued
+    // for a connection is aborted as soon as it starts (onRequestStart).
+    this.controller?.abort(new Error('the agent closed the connection'));
+  }
+
+  onRequestStart(c: Dispatcher.DispatchController): void {
+    this.controller = c;
+    if (this.x.res.destroyed) c.abort(new Error('the agent closed the connection'));
+  }
+
+  onResponseStart(c: Dispatcher.DispatchController, statusCode: number, headers: IncomingHttpHeaders): void {
+    if (statusCode < 200) return; // 1xx: the final answer follows
+    const h: Record<string, string | string[]> = {};
+    for (const k in headers) {
+      const v = headers[k];
+      if (v !== undefined && !RESPONSE_HOP_BY_HOP.has(k)) h[k] = v;
+    }
+    try {
+      this.x.res.writeHead(statusCode, h);
+    } catch (err) {
+      return c.abort(err as Error); // a header Node will not send: 502 below
+    }
+    this.#started = true;
+    this.#status = statusCode;
+    this.x.entry.upstream_status = statusCode;
+  }
+
+  onResponseData(c: Dispatcher.DispatchController, chunk: Buffer): void {
+    this.#out += chunk.length;
+    if (!this.x.res.write(chunk) && !c.paused) {
+      c.pause();
+      this.x.res.once('drain', onResponseDrain);
+    }
+  }
+
+  onResponseEnd(): void {
+    this.#complete = true;
+    this.x.res.once('finish', onResponseFinish);
+    this.x.res.end();
+  }
+
+  onResponseError(_c: Dispatcher.DispatchController, err: Error): void {
+    const { x } = this;
+    if (this.#started) {
+      x.res.destroy();
+      return this.delivered();
+    }
+    if (!this.#settle()) return;
+    try {
+      if (x.res.destroyed) x.agentGone();
+      else {
+        const r = upstreamError(err);
+        x.refuse(r, x.entry.decision, r.code);
+      }
+    } finally {
+      this.resolve();
+    }
+  }
+}
+
+/** Everything the pipeline is built with, shared by every exchange. */
+interface Settings {
+  ports: GatewayPorts;
+  upstream: Upstream;
+  log: Logger;
+  managementTargets: ReadonlySet<string>;
+  scanLimit: number;
+  holdLimit: number;
+}
+
+/** Why an exchange stops before forwarding: a refusal to send, or `done` (already finished). */
+type Stop = { r: Refusal; decision: Verdict; reason: string } | 'done';
+
+const stop = (r: Refusal, decision: Verdict = 'deny', reason: string = r.code): Stop => ({ r, decision, reason });
+const storeDown = (what: string): Refusal => refusal('gateway_unavailable', `the gateway ${what}; nothing was forwarded`);
+
+/**
+ * One request through the gateway. A class, not closures inside a handler: nothing is
+ * allocated per request for the stages themselves, and a request held for approval keeps
+ * only this object and its suspended calls (docs/performance.md, hold test).
+ */
+class Exchange {
+  readonly started = performance.now();
+  readonly method: string;
+  readonly url: string;
+  readonly entry: AuditEntry;
+  readonly taskId: string | undefined;
+  readonly sessionId: string | undefined;
+  readonly contentType: string | undefined;
+  readonly hasBody: boolean;
+  body: Buffer | null = null;
+  bodyComplete: boolean;
+  rest: Readable | undefined = undefined;
+
+  constructor(
+    readonly s: Settings,
+    readonly req: IncomingMessage,
+    readonly res: ServerResponse,
+    readonly target: Target,
+    readonly id: Identity,
+  ) {
+    this.method = (req.method ?? 'GET').toUpperCase();
+    this.url = originForm(req.url);
+    this.entry = {
+      environment_id: id.environmentId, developer_id: id.developerId, method: this.method, host: target.host, path: this.url,
       connector: null, category: null, credential: 'none', decision: 'allow', reason: 'no_credential', matched_rules: [],
       approval_id: null, grant_id: null, status: 0, upstream_status: null, bytes_in: 0, bytes_out: 0, duration_ms: 0,
     };
-    const finish = (status: number) => {
-      entry.status = status;
-      entry.duration_ms = Math.round(performance.now() - started);
-      try {
-        ports.audit(entry);
-      } catch (err) {
-        log.error({ err }, 'audit entry could not be queued');
-      }
-    };
-    const taskId = headerOnce(req.headers, 'x-service-task-id') || undefined;
-    const sessionId = headerOnce(req.headers, 'x-service-session-id') || undefined;
-    const contentType = headerOnce(req.headers, 'content-type');
-    const hasBody = req.headers['content-length'] !== undefined ? req.headers['content-length'] !== '0' : req.headers['transfer-encoding'] !== undefined;
-    let body: Buffer | null = null;
-    let bodyComplete = !hasBody;
-    let rest: Readable | undefined;
+    const h = req.headers;
+    this.taskId = headerOnce(h, 'x-service-task-id') || undefined;
+    this.sessionId = headerOnce(h, 'x-service-session-id') || undefined;
+    this.contentType = headerOnce(h, 'content-type');
+    this.hasBody = h['content-length'] !== undefined ? h['content-length'] !== '0' : h['transfer-encoding'] !== undefined;
+    this.bodyComplete = !this.hasBody;
+  }
 
-    const refuse = (r: Refusal, decision: Verdict = 'deny', reason: string = r.code) => {
-      entry.decision = decision;
-      entry.reason = reason;
-      finish(sendRefusal(req, res, r));
-    };
-
+  /** The audit entry, once per exchange. */
+  finish(status: number): void {
+    this.entry.status = status;
+    this.entry.duration_ms = Math.round(performance.now() - this.started);
     try {
-      if (opts.managementTargets.has(`${target.host.toLowerCase()}:${target.port}`)) {
-        return refuse(refusal('egress_denied', 'the management API is not reachable through the gateway'));
-      }
-      if (!(await ports.egressAllows(id, target.host))) {
-        return refuse(refusal('egress_denied', `${target.host} is not on this environment's egress allowlist`));
-      }
-      const pre = await upstream.precheck(target.host);
-      if (!pre.ok) return refuse(refusal('egress_denied', pre.reason));
+      this.s.ports.audit(this.entry);
+    } catch (err) {
+      this.s.log.error({ err }, 'audit entry could not be queued');
+    }
+  }
 
-      const creds = await ports.credentials(id);
-      const classifyInput = { method, host: target.host, path: url, headers: req.headers };
-      const wantBody = hasBody && ((creds.byToken.size > 0 && textual(contentType)) || needsBody(classifyInput));
+  refuse(r: Refusal, decision: Verdict = 'deny', reason: string = r.code): void {
+    this.entry.decision = decision;
+    this.entry.reason = reason;
+    this.finish(sendRefusal(this.req, this.res, r));
+  }
+
+  /** The agent went away before an answer reached it: nothing to send. */
+  agentGone(): void {
+    this.entry.reason = 'client_disconnected';
+    this.finish(499);
+  }
+
+  async run(): Promise<void> {
+    const { s, target, id, req, url, method, entry } = this;
+    try {
+      if (s.managementTargets.has(`${target.host.toLowerCase()}:${target.port}`)) {
+        return this.refuse(refusal('egress_denied', 'the management API is not reachable through the gateway'));
+      }
+      if (!(await s.ports.egressAllows(id, target.host))) {
+        return this.refuse(refusal('egress_denied', `${target.host} is not on this environment's egress allowlist`));
+      }
+      const pre = await s.upstream.precheck(target.host);
+      if (!pre.ok) return this.refuse(refusal('egress_denied', pre.reason));
+
+      const creds = await s.ports.credentials(id);
+      const wantBody = this.hasBody && ((creds.byToken.size > 0 && textual(this.contentType)) || needsBody({ method, host: target.host, path: url, headers: req.headers }));
       if (wantBody) {
-        const r = await readUpTo(req, scanLimit);
-        body = r.body;
-        bodyComplete = r.complete;
-        rest = r.rest;
+        const r = await readUpTo(req, s.scanLimit);
+        this.body = r.body;
+        this.bodyComplete = r.complete;
+        this.rest = r.rest;
       }
 
-      const found = detectCredentials({ url, headers: req.headers, body: bodyComplete ? body : null }, creds);
+      const found = detectCredentials({ url, headers: req.headers, body: this.bodyComplete ? this.body : null }, creds);
       const denied = found.find((c) => !c.hostAllowed(target.host));
       if (denied) {
         entry.connector = denied.connector;
         entry.credential = denied.kind;
-        return refuse(refusal('secret_host_not_allowed', `this credential may not be sent to ${target.host}`));
+        return this.refuse(refusal('secret_host_not_allowed', `this credential may not be sent to ${target.host}`));
       }
 
       if (found.length > 0) {
-        const verdict = await evaluate(found);
-        if (verdict) return verdict();
+        const stopped = await this.evaluate(found);
+        if (stopped === 'done') return;
+        if (stopped) return this.refuse(stopped.r, stopped.decision, stopped.reason);
       }
 
       // Swap, then forward.
-      const values = new Map<string, string>();
-      for (const c of found) values.set(c.token, await c.value());
       let outUrl = url;
       let outHeaders: Record<string, string | string[] | undefined> = req.headers;
-      if (values.size > 0) {
-        const swapped = swapCredentials({ url, headers: req.headers, body: bodyComplete ? body : null, contentType }, values);
+      if (found.length > 0) {
+        const values = new Map<string, string>();
+        for (const c of found) values.set(c.token, await c.value());
+        const swapped = swapCredentials({ url, headers: req.headers, body: this.bodyComplete ? this.body : null, contentType: this.contentType }, values);
         outUrl = swapped.url;
         outHeaders = swapped.headers;
-        if (bodyComplete) body = swapped.body;
+        if (this.bodyComplete) this.body = swapped.body;
       }
       const headers: Record<string, string | string[]> = {};
-      for (const [k, v] of Object.entries(outHeaders)) if (v !== undefined && !HOP_BY_HOP.has(k)) headers[k] = v;
+      for (const k in outHeaders) {
+        const v = outHeaders[k];
+        if (v !== undefined && !HOP_BY_HOP.has(k)) headers[k] = v;
+      }
       headers.host = headerOnce(req.headers, 'host') ?? (target.port === (target.tls ? 443 : 80) ? target.host : `${target.host}:${target.port}`);
       let outBody: Dispatcher.DispatchOptions['body'] = null;
-      if (hasBody) {
-        if (bodyComplete) {
-          outBody = body ?? Buffer.alloc(0);
-          headers['content-length'] = String((outBody as Buffer).length);
+      if (this.hasBody) {
+        if (this.bodyComplete) {
+          const b = this.body ?? Buffer.alloc(0);
+          outBody = b;
+          headers['content-length'] = String(b.length);
+          entry.bytes_in = b.length;
         } else {
-          outBody = rest ?? req;
+          outBody = countedBody(this.rest ?? req, (n) => (entry.bytes_in = n));
         }
       }
-      if (outBody && !bodyComplete) {
-        let n = 0;
-        const counted = outBody as Readable;
-        counted.on('data', (c: Buffer) => (n += c.length));
-        counted.once('end', () => (entry.bytes_in = n));
-      } else if (outBody) {
-        entry.bytes_in = (outBody as Buffer).length;
-      }
-
-      await forward(
-        upstream.dispatcher,
-        { origin: upstream.origin(target.host, target.port, target.tls), path: outUrl, method: method as Dispatcher.HttpMethod, headers, body: outBody },
-        res,
-        entry,
-        (r) => refuse(r, entry.decision, r.code),
-        finish,
-      );
+      await new Promise<void>((resolve) => {
+        new Forward(this, resolve).start(s.upstream.dispatcher, {
+          origin: s.upstream.origin(target.host, target.port, target.tls), path: outUrl, method: method as Dispatcher.HttpMethod, headers, body: outBody,
+        });
+      });
     } catch (err) {
       if ((err as { code?: string }).code === 'GATEWAY_STORE_UNAVAILABLE' || (err as { gatewayUnavailable?: boolean }).gatewayUnavailable) {
-        return refuse(refusal('gateway_unavailable', 'the gateway cannot reach its store; nothing was forwarded'));
+        return this.refuse(storeDown('cannot reach its store'));
       }
-      log.error({ err, host: target.host }, 'gateway pipeline failed');
-      if (!res.headersSent) return refuse(refusal('gateway_unavailable', 'the gateway could not decide this request; nothing was forwarded'));
-      res.destroy();
+      s.log.error({ err, host: target.host }, 'gateway pipeline failed');
+      if (!this.res.headersSent) return this.refuse(storeDown('could not decide this request'));
+      this.res.destroy();
     }
+  }
 
-    /** Policy for each credential used; returns a responder when the request must stop. */
-    async function evaluate(found: Credential[]): Promise<(() => void) | null> {
-      for (const c of found) {
-        const cls = classify({ method, host: target.host, path: url, headers: req.headers, body: bodyComplete ? body ?? undefined : undefined }, c.connector);
-        entry.connector = c.connector;
-        entry.category = cls.category;
-        entry.credential = c.kind;
-        let d: PolicyDecision;
-        try {
-          d = await ports.decide(id, { connector: c.connector, category: cls.category, task_id: taskId, session_id: sessionId, infrastructure: c.infrastructure });
-        } catch (err) {
-          log.error({ err }, 'policy decision failed: failing closed');
-          return () => refuse(refusal('gateway_unavailable', 'the gateway cannot reach its store; nothing was forwarded'));
-        }
-        entry.decision = d.decision;
-        entry.reason = d.reason;
-        entry.matched_rules = d.matched_rules;
-        entry.grant_id = d.grant?.id ?? null;
-        if (d.decision === 'deny') return () => refuse(refusal('policy_denied', `policy denies ${cls.category} on ${c.connector} (${d.reason})`), 'deny', d.reason);
-        if (d.decision === 'ask') {
-          // Held requests are buffered whole, so the approved request is the one that was asked about.
-          if (!bodyComplete) {
-            const r = await readUpTo(rest ?? req, holdLimit);
-            if (!r.complete) return () => refuse(refusal('payload_too_large', `a request held for approval may carry at most ${holdLimit} bytes`), 'deny', 'payload_too_large');
-            body = r.body;
-            bodyComplete = true;
-            rest = undefined;
-          }
-          const outcome = await hold(c, cls.category, d);
-          if (outcome) return outcome;
-          entry.decision = 'ask';
-        }
+  /** Policy for each credential used; a Stop when the request must not go on. */
+  async evaluate(found: Credential[]): Promise<Stop | null> {
+    const { s, entry, target, id, req } = this;
+    for (const c of found) {
+      const cls = classify({ method: this.method, host: target.host, path: this.url, headers: req.headers, body: this.bodyComplete ? this.body ?? undefined : undefined }, c.connector);
+      entry.connector = c.connector;
+      entry.category = cls.category;
+      entry.credential = c.kind;
+      let d: PolicyDecision;
+      try {
+        d = await s.ports.decide(id, { connector: c.connector, category: cls.category, task_id: this.taskId, session_id: this.sessionId, infrastructure: c.infrastructure });
+      } catch (err) {
+        s.log.error({ err }, 'policy decision failed: failing closed');
+        return stop(storeDown('cannot reach its store'));
       }
-      return null;
+      entry.decision = d.decision;
+      entry.reason = d.reason;
+      entry.matched_rules = d.matched_rules;
+      entry.grant_id = d.grant?.id ?? null;
+      if (d.decision === 'deny') return stop(refusal('policy_denied', `policy denies ${cls.category} on ${c.connector} (${d.reason})`), 'deny', d.reason);
+      if (d.decision === 'ask') {
+        // Held requests are buffered whole, so the approved request is the one that was asked about.
+        if (!this.bodyComplete) {
+          const r = await readUpTo(this.rest ?? req, s.holdLimit);
+          if (!r.complete) return stop(refusal('payload_too_large', `a request held for approval may carry at most ${s.holdLimit} bytes`), 'deny', 'payload_too_large');
+          this.body = r.body;
+          this.bodyComplete = true;
+          this.rest = undefined;
+        }
+        const stopped = await this.hold(c, cls.category, d.max_scope ?? 'permanent');
+        if (stopped) return stopped;
+        entry.decision = 'ask';
+      }
     }
+    return null;
+  }
 
-    async function hold(c: Credential, category: string, d: PolicyDecision): Promise<(() => void) | null> {
-      let approval: { id: string };
-      try {
-        approval = await ports.requestApproval(id, {
-          connector: c.connector, category, method, host: target.host, path: pathOnly(url), task_id: taskId, session_id: sessionId,
-          max_scope: d.max_scope ?? 'permanent',
-        });
-      } catch (err) {
-        log.error({ err }, 'approval could not be created: failing closed');
-        return () => refuse(refusal('gateway_unavailable', 'the gateway cannot reach its store; nothing was forwarded'));
-      }
-      entry.approval_id = approval.id;
-      const abort = new AbortController();
-      const onClose = () => {
-        if (!res.writableEnded) abort.abort();
-      };
-      res.once('close', onClose);
-      let outcome: ApprovalOutcome;
-      try {
-        outcome = await ports.waitForDecision(approval.id, abort.signal);
-      } catch (err) {
-        if (abort.signal.aborted) {
-          // The agent went away; the approval stays decidable. Nothing to answer.
-          entry.reason = 'client_disconnected';
-          finish(499);
-          return () => undefined;
-        }
-        log.error({ err }, 'waiting for a decision failed: failing closed');
-        return () => refuse(refusal('gateway_unavailable', 'the gateway lost track of the approval; nothing was forwarded'), 'ask', 'ask_rule');
-      } finally {
-        res.off('close', onClose);
-      }
-      entry.grant_id = outcome.grant_id;
-      if (outcome.status === 'denied') return () => refuse(refusal('approval_denied', 'the request was denied by a human'), 'ask', 'approval_denied');
-      if (outcome.status === 'expired') return () => refuse(refusal('approval_expired', 'nobody decided in time'), 'ask', 'approval_expired');
-      return null;
+  /** Creates the approval and waits for its decision; null when approved. */
+  async hold(c: Credential, category: string, maxScope: string): Promise<Stop | null> {
+    const { s, entry, target, id, res } = this;
+    let approvalId: string;
+    try {
+      approvalId = (
+        await s.ports.requestApproval(id, {
+          connector: c.connector, category, method: this.method, host: target.host, path: pathOnly(this.url), task_id: this.taskId,
+          session_id: this.sessionId, max_scope: maxScope,
+        })
+      ).id;
+    } catch (err) {
+      s.log.error({ err }, 'approval could not be created: failing closed');
+      return stop(storeDown('cannot reach its store'));
     }
+    entry.approval_id = approvalId;
+    const abort = new AbortController();
+    const onClose = () => {
+      if (!res.writableEnded) abort.abort();
+    };
+    res.once('close', onClose);
+    let outcome: ApprovalOutcome;
+    try {
+      outcome = await s.ports.waitForDecision(approvalId, abort.signal);
+    } catch (err) {
+      if (abort.signal.aborted) {
+        // The agent went away; the approval stays decidable. Nothing to answer.
+        this.agentGone();
+        return 'done';
+      }
+      s.log.error({ err }, 'waiting for a decision failed: failing closed');
+      return stop(storeDown('lost track of the approval'), 'ask', 'ask_rule');
+    } finally {
+      res.off('close', onClose);
+    }
+    entry.grant_id = outcome.grant_id;
+    if (outcome.status === 'denied') return stop(refusal('approval_denied', 'the request was denied by a human'), 'ask', 'approval_denied');
+    if (outcome.status === 'expired') return stop(refusal('approval_expired', 'nobody decided in time'), 'ask', 'approval_expired');
+    return null;
+  }
+}
+
+export function createPipeline(opts: PipelineOptions) {
+  const settings: Settings = {
+    ports: opts.ports,
+    upstream: opts.upstream,
+    log: opts.log,
+    managementTargets: opts.managementTargets,
+    scanLimit: opts.scanLimitBytes ?? 1024 * 1024,
+    holdLimit: opts.holdLimitBytes ?? 10 * 1024 * 1024,
+  };
+  return function handle(req: IncomingMessage, res: ServerResponse, target: Target, id: Identity): Promise<void> {
+    return new Exchange(settings, req, res, target, id).run();
   };
 }
 

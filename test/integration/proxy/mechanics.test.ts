@@ -303,6 +303,32 @@ describe('gateway proxy mechanics', function () {
       expect(audit[0]).to.include({ status: 502, reason: 'upstream_unreachable', upstream_status: null });
     });
 
+    it('a textual body over the 1 MiB scan limit is streamed upstream whole (the scanned prefix, then the rest)', async () => {
+      const big = Buffer.from(JSON.stringify({ pad: 'z'.repeat(3 * 1024 * 1024) }));
+      up.respond = (req, res) => res.end(JSON.stringify({ n: req.body.length, same: req.body.equals(big) }));
+      const r = await request('https://api.stripe.com/v1/upload', {
+        method: 'POST', dispatcher: agent(), body: big, headers: { 'content-type': 'application/json', authorization: `Bearer ${PLACEHOLDER}` },
+      });
+      expect(r.statusCode).to.equal(200);
+      expect(await r.body.json()).to.deep.equal({ n: big.length, same: true });
+      expect(up.seen[0]!.headers.authorization).to.equal(`Bearer ${REAL}`);
+      await auditWritten();
+      expect(audit[0]).to.include({ status: 200, bytes_in: big.length, credential: 'secret' });
+    });
+
+    it('a binary body (never scanned) is streamed upstream whole, with the header credential swapped', async () => {
+      const bin = Buffer.alloc(2 * 1024 * 1024 + 7);
+      for (let i = 0; i < bin.length; i++) bin[i] = (i * 31) & 0xff;
+      up.respond = (req, res) => res.end(JSON.stringify({ n: req.body.length, same: req.body.equals(bin) }));
+      const r = await request('https://api.stripe.com/v1/files', {
+        method: 'POST', dispatcher: agent(), body: bin, headers: { 'content-type': 'application/octet-stream', authorization: `Bearer ${PLACEHOLDER}` },
+      });
+      expect(r.statusCode).to.equal(200);
+      expect(await r.body.json()).to.deep.equal({ n: bin.length, same: true });
+      await auditWritten();
+      expect(audit[0]).to.include({ status: 200, bytes_in: bin.length });
+    });
+
     it('informational 1xx answers are skipped: the agent gets the final answer', async () => {
       up.respond = (_req, res) => {
         res.writeEarlyHints({ link: '</style.css>; rel=preload; as=style' });
