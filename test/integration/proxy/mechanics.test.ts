@@ -276,6 +276,23 @@ describe('gateway proxy mechanics', function () {
       }
     });
 
+    it('the agent going away before the answer starts aborts the upstream request; audited 499 client_disconnected', async () => {
+      let upstreamClosed = false;
+      up.respond = (_req, res) => {
+        res.on('close', () => (upstreamClosed = true)); // never answers
+      };
+      const dispatcher = agent();
+      const pending = request('https://api.stripe.com/slow', { dispatcher }).catch(() => null);
+      for (let i = 0; i < 100 && up.seen.length === 0; i++) await new Promise((res) => setTimeout(res, 10));
+      expect(up.seen, 'the request reached the upstream').to.have.length(1);
+      await dispatcher.destroy();
+      await pending;
+      for (let i = 0; i < 100 && !upstreamClosed; i++) await new Promise((res) => setTimeout(res, 10));
+      expect(upstreamClosed, 'the upstream request was aborted').to.equal(true);
+      await auditWritten();
+      expect(audit[0]).to.include({ status: 499, reason: 'client_disconnected', upstream_status: null });
+    });
+
     it('an upstream that dies mid-body: the agent gets a cut-off response, not a complete one; one audit entry', async () => {
       up.respond = (_req, res) => {
         res.writeHead(200, { 'content-type': 'text/plain', 'content-length': 100_000 });
