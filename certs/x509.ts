@@ -1,4 +1,4 @@
-import { randomBytes, sign, type KeyObject } from 'node:crypto';
+import { createHash, randomBytes, sign, type KeyObject } from 'node:crypto';
 import forge from 'node-forge';
 
 /**
@@ -37,16 +37,47 @@ const getTBSCertificate = (forge.pki as unknown as {
   getTBSCertificate(cert: forge.pki.Certificate): forge.asn1.Asn1;
 }).getTBSCertificate;
 
+/** Index of subjectPublicKeyInfo in a v3 TBSCertificate (version, serial, signature, issuer, validity, subject, SPKI, extensions). */
+const TBS_SPKI = 6;
+
+/**
+ * The parts of a public key that forge cannot represent (it knows RSA keys only): its
+ * SubjectPublicKeyInfo, to put into the certificate in place of the stand-in RSA key forge
+ * built it with, and the RFC 5280 subject key identifier (SHA-1 of the key's bit string).
+ */
+export interface ForeignPublicKey {
+  spki: forge.asn1.Asn1;
+  subjectKeyIdentifier: string;
+}
+
+export function foreignPublicKey(key: KeyObject): ForeignPublicKey {
+  const der = key.export({ type: 'spki', format: 'der' });
+  const spki = forge.asn1.fromDer(forge.util.createBuffer(der.toString('binary')));
+  const bits = (spki.value as forge.asn1.Asn1[])[1]!.value as string; // BIT STRING: unused-bits byte, then the key
+  return { spki, subjectKeyIdentifier: createHash('sha1').update(Buffer.from(bits.slice(1), 'binary')).digest('binary') };
+}
+
+/** A subjectKeyIdentifier extension with a given value (forge would compute it from `cert.publicKey`). */
+export function subjectKeyIdentifierExtension(ski: string): { id: string; name: string; value: forge.asn1.Asn1 } {
+  return {
+    id: forge.pki.oids['subjectKeyIdentifier']!,
+    name: 'subjectKeyIdentifier',
+    value: forge.asn1.create(forge.asn1.Class.UNIVERSAL, forge.asn1.Type.OCTETSTRING, false, ski),
+  };
+}
+
 /**
  * Signs a forge certificate with SHA-256/RSA using Node's crypto and returns its PEM.
  * The same steps as forge's `cert.sign(key, sha256)`, with the signature made by OpenSSL.
+ * With `subjectKey`, the certificate carries that key (an EC key) instead of `cert.publicKey`.
  */
-export function signToPem(cert: forge.pki.Certificate, issuerKey: KeyObject): string {
+export function signToPem(cert: forge.pki.Certificate, issuerKey: KeyObject, subjectKey?: ForeignPublicKey): string {
   const oid = forge.pki.oids['sha256WithRSAEncryption'];
   if (!oid) throw new Error('node-forge lacks the sha256WithRSAEncryption OID');
   cert.signatureOid = oid;
   cert.siginfo.algorithmOid = oid;
   cert.tbsCertificate = getTBSCertificate(cert);
+  if (subjectKey) (cert.tbsCertificate.value as forge.asn1.Asn1[])[TBS_SPKI] = subjectKey.spki;
   const tbsDer = Buffer.from(forge.asn1.toDer(cert.tbsCertificate).getBytes(), 'binary');
   cert.signature = sign('sha256', tbsDer, issuerKey).toString('binary');
   return forge.pki.certificateToPem(cert);

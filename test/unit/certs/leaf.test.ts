@@ -1,5 +1,5 @@
 import { expect } from 'chai';
-import { X509Certificate, createPrivateKey, createPublicKey } from 'node:crypto';
+import { X509Certificate, createHash, createPrivateKey, createPublicKey } from 'node:crypto';
 import { generateCa, type CaMaterial } from '../../../certs/ca.js';
 import { InvalidHostnameError, createLeafIssuer, normalizeLeafHostname, type LeafIssuer } from '../../../certs/leaf.js';
 import { createSniCallback } from '../../../certs/mitm.js';
@@ -69,7 +69,7 @@ describe('certs/leaf createLeafIssuer', () => {
     expect(bc.value.children).to.have.length(0); // cA FALSE is the default, so omitted
     const ku = ext.get(OID.keyUsage)!;
     expect(ku.critical).to.equal(true);
-    expect(ku.value.content[1]).to.equal(0xa0); // digitalSignature | keyEncipherment
+    expect(ku.value.content[1]).to.equal(0x80); // digitalSignature (an ECDSA key only signs)
     expect(ext.get(OID.extKeyUsage)!.critical).to.equal(false);
     expect(ext.get(OID.subjectAltName)!.critical).to.equal(false);
     const aki = ext.get(OID.authorityKeyIdentifier)!.value.children[0]!;
@@ -78,6 +78,29 @@ describe('certs/leaf createLeafIssuer', () => {
     const serial = serialBytes(leafPem);
     expect(serial.length).to.equal(16);
     expect(serial[0]! & 0x80).to.equal(0);
+  });
+
+  it('the leaf key is ECDSA P-256 by default; the subject key identifier is the SHA-1 of its bits (RFC 5280)', () => {
+    const leafPem = issuer.getLeaf('ec.example.com').certPem;
+    const x = new X509Certificate(leafPem);
+    expect(x.publicKey.asymmetricKeyType).to.equal('ec');
+    expect(x.publicKey.asymmetricKeyDetails).to.deep.include({ namedCurve: 'prime256v1' });
+    expect(x.verify(caX509.publicKey)).to.equal(true);
+    const spki = x.publicKey.export({ type: 'spki', format: 'der' });
+    const point = spki.subarray(spki.length - 65); // uncompressed P-256 point, the end of the SPKI
+    const ski = extensions(leafPem).get(OID.subjectKeyIdentifier)!.value.content;
+    expect(ski.equals(createHash('sha1').update(point).digest())).to.equal(true);
+  });
+
+  it('keyType rsa: an RSA-2048 leaf key, keyUsage digitalSignature | keyEncipherment', async () => {
+    const rsa = await createLeafIssuer(ca, { keyType: 'rsa' });
+    const leafPem = rsa.getLeaf('rsa.example.com').certPem;
+    const x = new X509Certificate(leafPem);
+    expect(x.publicKey.asymmetricKeyType).to.equal('rsa');
+    expect(x.publicKey.asymmetricKeyDetails).to.deep.include({ modulusLength: 2048 });
+    expect(x.verify(caX509.publicKey)).to.equal(true);
+    expect(extensions(leafPem).get(OID.keyUsage)!.value.content[1]).to.equal(0xa0);
+    expect(x.checkPrivateKey(createPrivateKey(rsa.keyPem))).to.equal(true);
   });
 
   it('reuses the one leaf key and gives every host its own certificate and serial', () => {
@@ -168,6 +191,7 @@ describe('certs/leaf createLeafIssuer', () => {
 
   it('validates its options and the CA it is given', async () => {
     await expectReject(createLeafIssuer(ca, { keyBits: 1024 }), /keyBits/);
+    await expectReject(createLeafIssuer(ca, { keyType: 'dsa' as 'ec' }), /keyType/);
     await expectReject(createLeafIssuer(ca, { cacheSize: 0 }), /cacheSize/);
     await expectReject(createLeafIssuer(ca, { validityDays: 398 }), /validityDays/);
     const other = await generateCa();
