@@ -31,24 +31,18 @@ interface SqliteConnection {
   prepare(sql: string): SqliteStatement;
   transaction<A extends unknown[], R>(fn: (...args: A) => R): { immediate(...args: A): R };
 }
-interface SqliteStatements {
-  ensureHead: SqliteStatement;
-  head: SqliteStatement;
-  setHead: SqliteStatement;
-  insert: SqliteStatement;
-  append: (groups: ReadonlyArray<readonly [string, readonly UnchainedRow[]]>, now: number) => AuditRow[];
-}
+type SqliteAppend = (groups: ReadonlyArray<readonly [string, readonly UnchainedRow[]]>, now: number) => AuditRow[];
 
 /**
  * Statements prepared once per connection. Prepared lazily and cached only once all of
  * them prepared: while a table is missing (the outage test renames one) nothing is
  * cached, and SQLite re-prepares a cached statement by itself after a schema change.
  */
-const sqliteStatements = new WeakMap<SqliteConnection, SqliteStatements>();
+const sqliteAppends = new WeakMap<SqliteConnection, SqliteAppend>();
 
-function statementsFor(conn: SqliteConnection): SqliteStatements {
-  let s = sqliteStatements.get(conn);
-  if (s) return s;
+function sqliteAppendFor(conn: SqliteConnection): SqliteAppend {
+  const cached = sqliteAppends.get(conn);
+  if (cached) return cached;
   const ensureHead = conn.prepare('INSERT INTO audit_chain_heads (developer_id, seq, hash, updated_at) VALUES (?, 0, ?, ?) ON CONFLICT (developer_id) DO NOTHING');
   const head = conn.prepare('SELECT seq, hash FROM audit_chain_heads WHERE developer_id = ?');
   const setHead = conn.prepare('UPDATE audit_chain_heads SET seq = ?, hash = ?, updated_at = ? WHERE developer_id = ?');
@@ -68,9 +62,9 @@ function statementsFor(conn: SqliteConnection): SqliteStatements {
     }
     return out;
   });
-  s = { ensureHead, head, setHead, insert, append: (groups, now) => append.immediate(groups, now) };
-  sqliteStatements.set(conn, s);
-  return s;
+  const run: SqliteAppend = (groups, now) => append.immediate(groups, now);
+  sqliteAppends.set(conn, run);
+  return run;
 }
 
 export const auditStore = {
@@ -117,15 +111,15 @@ export const auditStore = {
    * (waiting busy_timeout for another process), then per developer the head is made sure
    * of, read, the rows chained onto it and inserted, and the head moved. All or nothing.
    * Through knex the same batch cost ~90 µs of CPU per entry (a 200-row x 23-column
-   * statement compiled and prepared anew each batch, a promise per query); this way ~20 µs
-   * (docs/performance.md). The connection is taken from knex's pool (one connection on
+   * statement compiled and prepared anew each batch, a promise per query); this way ~35 µs,
+   * most of it SQLite's own work on six B-trees (docs/performance.md). The connection is taken from knex's pool (one connection on
    * SQLite), so no knex transaction can be open on it meanwhile.
    */
   async appendSqlite(db: Db, groups: ReadonlyArray<readonly [string, readonly UnchainedRow[]]>, now: number): Promise<AuditRow[]> {
     const client = db.client as { acquireConnection(): Promise<SqliteConnection>; releaseConnection(c: SqliteConnection): Promise<unknown> };
     const conn = await client.acquireConnection();
     try {
-      return statementsFor(conn).append(groups, now);
+      return sqliteAppendFor(conn)(groups, now);
     } finally {
       await client.releaseConnection(conn);
     }

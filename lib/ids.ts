@@ -8,7 +8,7 @@ export type IdPrefix = (typeof ID_PREFIXES)[number];
 
 /**
  * Random bytes are drawn from the CSPRNG a pool at a time (as Node's own randomUUID does):
- * one `randomBytes(12)` per id cost ~17 µs of the gateway's per-request CPU on the bench
+ * one `randomBytes(12)` per id cost ~7 µs of the gateway's per-request CPU on the bench
  * machine (a syscall each under gVisor), a pooled draw well under 1 µs. The bytes are the
  * same CSPRNG output, each handed out once.
  */
