@@ -8,8 +8,8 @@ import type { UnchainedRow } from './entry.js';
  * instead of one per entry).
  *
  * - A batch is written ~intervalMs after the first entry of an idle queue, at once when
- *   maxBatch entries wait, and right after the previous batch while more wait (so under
- *   load, batches grow to what arrived during the last write: group commit).
+ *   maxBatch entries wait, and otherwise at most one batch per intervalMs while more wait
+ *   (group commit: under load a batch carries what arrived in intervalMs, up to maxBatch).
  * - A failed batch stays at the head of the queue, in order, and is retried with
  *   exponential backoff (retryBaseMs .. retryMaxMs) for as long as the store is down.
  *   Entries keep queueing up to maxQueue; beyond it new entries are dropped and counted
@@ -197,10 +197,18 @@ export class AuditBatchWriter {
   /** One batch; concurrent callers share the attempt in flight. */
   #run(): Promise<void> {
     if (!this.#inflight) {
+      const startedAt = Date.now();
       this.#inflight = this.#step().then(
         () => {
           this.#inflight = null;
-          if (this.#queue.length > 0) this.#schedule(0);
+          if (this.#queue.length === 0) return;
+          // Group commit: a full batch goes at once; a partial one waits until intervalMs
+          // after the previous batch started. A commit costs about the same for 5 entries as
+          // for 200 (round trips, the head lock, the log flush), and going again at once made
+          // batches as small as what arrived during one commit: on MySQL at 3,000 requests/s
+          // that was a handful, and the writer's CPU per entry several times higher.
+          const wait = this.#queue.length >= this.#opts.maxBatch ? 0 : Math.max(0, this.#opts.intervalMs - (Date.now() - startedAt));
+          this.#schedule(wait);
         },
         (err: unknown) => {
           this.#inflight = null;

@@ -25,7 +25,7 @@ const dir = process.env.BENCH_DIR!;
 const apiKey = `sk_${randomBytes(20).toString('hex')}`;
 const up = `127.0.0.1:${process.env.BENCH_UPSTREAM_PORT}`;
 const config = loadConfig({
-  DATABASE_URL: `sqlite:${path.join(dir, 'gateway.sqlite')}`,
+  DATABASE_URL: process.env.BENCH_GATEWAY_DATABASE_URL || `sqlite:${path.join(dir, 'gateway.sqlite')}`,
   DATA_DIR: path.join(dir, 'gateway-data'),
   HOST: '127.0.0.1',
   API_PORT: '0',

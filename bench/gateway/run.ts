@@ -38,6 +38,9 @@
  *                                      the hold test's requests wait (heap-summary.ts reads it)
  *   --heap-profile  BENCH_HEAP_PROFILE   likewise a sampling heap profile (what is live, by the
  *                                      stack that allocated it; heap-summary.ts reads it too)
+ *   --gateway-db    BENCH_GATEWAY_DB   mysql://user:pass@host:port/name: the gateway's store is MySQL (a
+ *                                      database name_<random> made for the run and dropped after);
+ *                                      default SQLite in the temp dir, as `npm start`
  *   --compare       BENCH_COMPARE      another checkout of this repository: its gateway runs too,
  *                                      as target gateway-b, interleaved with ours (A/B of a change)
  */
@@ -46,6 +49,8 @@ import { tmpdir, cpus } from 'node:os';
 import path from 'node:path';
 import { createSecureContext, type SecureContext } from 'node:tls';
 import { Agent, ProxyAgent, type Dispatcher } from 'undici';
+import knexFactory from 'knex';
+import { parseDatabaseUrl, type DbTarget } from '../../store/db.js';
 import { startChild, type Child } from './ipc.js';
 
 // ---- options ---------------------------------------------------------------------------
@@ -67,6 +72,16 @@ const JSON_OUT = option('json', 'BENCH_JSON', '');
 const COMPARE = option('compare', 'BENCH_COMPARE', '');
 const HEAP_SNAPSHOT = option('heap-snapshot', 'BENCH_HEAP_SNAPSHOT', '');
 const HEAP_PROFILE = option('heap-profile', 'BENCH_HEAP_PROFILE', '');
+const GATEWAY_DB = option('gateway-db', 'BENCH_GATEWAY_DB', '');
+/** The gateway's own database for this run (MySQL), dropped at the end. */
+const gatewayDbUrl = GATEWAY_DB
+  ? (() => {
+      const u = new URL(GATEWAY_DB);
+      u.pathname = `/${u.pathname.replace(/^\//, '') || 'gw_bench'}_${Math.random().toString(16).slice(2, 10)}`;
+      return u.toString();
+    })()
+  : '';
+const STORE_LABEL = gatewayDbUrl ? 'MySQL' : 'SQLite';
 
 const REAL_KEY = 'sk_live_bench_0123456789abcdefREALKEY';
 const MiB = 1024 * 1024;
@@ -289,7 +304,10 @@ async function main(): Promise<void> {
     env: { BENCH_DIR: dir, BENCH_KEEP_ALIVE: '1', NODE_EXTRA_CA_CERTS: upstream.info.caFile }, logFile: path.join(dir, 'raw-ka.log'),
   }));
   if (want('gateway') || HOLD > 0) starting.push(startChild('gateway', 'gateway.child.ts', {
-    env: { BENCH_DIR: dir, BENCH_UPSTREAM_PORT: String(upstream.info.port), BENCH_UPSTREAM_CA_FILE: upstream.info.caFile },
+    env: {
+      BENCH_DIR: dir, BENCH_UPSTREAM_PORT: String(upstream.info.port), BENCH_UPSTREAM_CA_FILE: upstream.info.caFile,
+      ...(gatewayDbUrl ? { BENCH_GATEWAY_DATABASE_URL: gatewayDbUrl } : {}),
+    },
     nodeArgs: PROFILE ? ['--cpu-prof', `--cpu-prof-dir=${PROFILE}`] : [],
     logFile: path.join(dir, 'gateway.log'),
   }));
@@ -331,7 +349,7 @@ async function main(): Promise<void> {
       const env = benchEnv;
       const ctx = createSecureContext({ ca: env.ca });
       targets.push({
-        name: 'gateway', label: 'our gateway (service, SQLite, swap + audit)', origin: 'https://bench.example', authorization: `Bearer ${env.placeholder}`,
+        name: 'gateway', label: `our gateway (service, ${STORE_LABEL}, swap + audit)`, origin: 'https://bench.example', authorization: `Bearer ${env.placeholder}`,
         proc: gateway, completed: 0,
         dispatcher: (fresh) => proxyDispatcher(env.proxyUri, ctx, fresh, env.token),
       });
@@ -622,4 +640,10 @@ main()
     }
     if (PROFILE) note(`CPU profile of the gateway written to ${PROFILE}`);
     rmSync(dir, { recursive: true, force: true });
+    if (gatewayDbUrl) {
+      const target = parseDatabaseUrl(gatewayDbUrl) as Extract<DbTarget, { client: 'mysql' }>;
+      const k = knexFactory({ client: 'mysql2', connection: { host: target.host, port: target.port, user: target.user, password: target.password }, pool: { min: 0, max: 1 } });
+      await k.raw('DROP DATABASE IF EXISTS ??', [target.database]).catch((err: Error) => note(`could not drop ${target.database}: ${err.message}`));
+      await k.destroy();
+    }
   });
