@@ -320,7 +320,7 @@ describe('gateway proxy mechanics', function () {
       expect(audit[0]).to.include({ status: 502, reason: 'upstream_unreachable', upstream_status: null });
     });
 
-    it('a textual body over the 1 MiB scan limit is streamed upstream whole (the scanned prefix, then the rest)', async () => {
+    it('regression: a textual body over the 1 MiB scan limit lost what flowed before undici read it (502); it is streamed upstream whole', async () => {
       const big = Buffer.from(JSON.stringify({ pad: 'z'.repeat(3 * 1024 * 1024) }));
       up.respond = (req, res) => res.end(JSON.stringify({ n: req.body.length, same: req.body.equals(big) }));
       const r = await request('https://api.stripe.com/v1/upload', {
@@ -333,7 +333,7 @@ describe('gateway proxy mechanics', function () {
       expect(audit[0]).to.include({ status: 200, bytes_in: big.length, credential: 'secret' });
     });
 
-    it('a binary body (never scanned) is streamed upstream whole, with the header credential swapped', async () => {
+    it('regression: a binary body (never scanned) lost its start the same way; it is streamed upstream whole, the header credential swapped', async () => {
       const bin = Buffer.alloc(2 * 1024 * 1024 + 7);
       for (let i = 0; i < bin.length; i++) bin[i] = (i * 31) & 0xff;
       up.respond = (req, res) => res.end(JSON.stringify({ n: req.body.length, same: req.body.equals(bin) }));
