@@ -1,5 +1,4 @@
 import type { Db, Queryable } from '../store/db.js';
-import { isMysql } from '../store/db.js';
 import type { AuditDecision, AuditRow, UnchainedRow } from './entry.js';
 import { GENESIS_HASH, chainRows, type ChainHead } from './chain.js';
 
@@ -82,18 +81,13 @@ export const auditStore = {
   },
 
   /**
-   * The head, locked until the transaction ends: every append for this developer, from any
-   * process, waits here, so the read of the previous hash and the insert are one step.
-   * MySQL: SELECT ... FOR UPDATE. SQLite: a no-op write first, which takes the database's
-   * write lock (waiting busy_timeout for another process) before the read, so a deferred
-   * transaction never has to upgrade a read snapshot that another writer made stale.
+   * MySQL: the head, locked until the transaction ends (SELECT ... FOR UPDATE): every append
+   * for this developer, from any process, waits here, so the read of the previous hash and
+   * the insert are one step. SQLite appends through appendSqlite, whose BEGIN IMMEDIATE
+   * takes the database's write lock instead.
    */
   async lockHead(trx: Queryable, developerId: string): Promise<ChainHead | null> {
-    if (isMysql(trx)) {
-      return headOf(await trx('audit_chain_heads').where({ developer_id: developerId }).forUpdate().first('seq', 'hash'));
-    }
-    await trx('audit_chain_heads').where({ developer_id: developerId }).update({ seq: trx.raw('seq') });
-    return headOf(await trx('audit_chain_heads').where({ developer_id: developerId }).first('seq', 'hash'));
+    return headOf(await trx('audit_chain_heads').where({ developer_id: developerId }).forUpdate().first('seq', 'hash'));
   },
 
   head(db: Queryable, developerId: string): Promise<ChainHead | null> {

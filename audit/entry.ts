@@ -116,12 +116,12 @@ export const LIMITS = {
 
 const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/g;
 
+const ANY_SURROGATE = /[\uD800-\uDFFF]/;
+
 /**
  * Scrubbed, well-formed (a lone surrogate cannot round-trip through utf8mb4, so the stored
  * text would differ from the hashed text) and at most `max` code points.
  */
-const ANY_SURROGATE = /[\uD800-\uDFFF]/;
-
 export function cleanString(value: string, max: number): string {
   let s = String(value);
   if (ANY_SURROGATE.test(s)) s = s.replace(LONE_SURROGATE, '\uFFFD');

@@ -47,5 +47,5 @@ export function newTimeOrderedId(prefix: IdPrefix, nowMs: number): string {
 }
 
 export function isId(prefix: IdPrefix, value: unknown): value is string {
-  return typeof value === 'string' && value.length === prefix.length + 25 && value.startsWith(`${prefix}_`) && /^[0-9a-f]{24}$/.test(value.slice(prefix.length + 1));
+  return typeof value === 'string' && new RegExp(`^${prefix}_[0-9a-f]{24}$`).test(value);
 }

@@ -1,5 +1,5 @@
 import type { IncomingMessage, ServerResponse, IncomingHttpHeaders } from 'node:http';
-import { PassThrough, Transform, type Readable } from 'node:stream';
+import { PassThrough, Transform, type Duplex, type Readable } from 'node:stream';
 import type { Dispatcher } from 'undici';
 import { classify, needsBody } from '../policy-engine/classify/index.js';
 import type { Logger } from '../lib/log.js';
@@ -89,10 +89,10 @@ function headerOnce(h: IncomingHttpHeaders, name: string): string | undefined {
  * Nothing is passed back: a failed upstream must not destroy the agent's request (its
  * connection still gets the gateway's answer).
  */
-function passOn<T extends Readable & NodeJS.WritableStream>(src: Readable, into: T): T {
-  src.once('error', (err) => (into as unknown as Readable).destroy(err));
+function passOn<T extends Duplex>(src: Readable, into: T): T {
+  src.once('error', (err) => into.destroy(err));
   src.once('close', () => {
-    if ((src as IncomingMessage).complete === false) (into as unknown as Readable).destroy(new Error('the request body was cut off'));
+    if ((src as IncomingMessage).complete === false) into.destroy(new Error('the request body was cut off'));
   });
   src.pipe(into);
   return into;
@@ -249,6 +249,7 @@ class Forward implements Dispatcher.DispatchHandler {
     const res = this.x.res as ForwardedResponse;
     res.off('close', onResponseClose);
     res.off('drain', onResponseDrain);
+    res.off('finish', onResponseFinish);
     res[kForward] = undefined;
     return true;
   }
