@@ -18,8 +18,9 @@ function headOf(row: { seq: unknown; hash: string } | undefined): ChainHead | nu
 const COLUMNS = [
   'developer_id', 'seq', 'id', 'created_at', 'environment_id', 'method', 'host', 'path', 'connector', 'category',
   'credential', 'decision', 'reason', 'matched_rules', 'approval_id', 'grant_id', 'status', 'upstream_status',
-  'bytes_in', 'bytes_out', 'duration_ms', 'prev_hash', 'hash',
+  'bytes_in', 'bytes_out', 'duration_ms', 'redacted', 'prev_hash', 'hash',
 ] as const satisfies ReadonlyArray<keyof AuditRow>;
+const REDACTED = COLUMNS.indexOf('redacted');
 
 /** The better-sqlite3 API this module uses (knex's connection object for `client: better-sqlite3`). */
 interface SqliteStatement {
@@ -54,6 +55,7 @@ function sqliteAppendFor(conn: SqliteConnection): SqliteAppend {
       const chained = chainRows(headOf(head.get(developerId) as { seq: unknown; hash: string })!, rows);
       for (const row of chained.rows) {
         for (let i = 0; i < COLUMNS.length; i++) params[i] = row[COLUMNS[i]!];
+        params[REDACTED] = row.redacted ? 1 : 0; // better-sqlite3 binds no booleans
         insert.run(params);
         out.push(row);
       }

@@ -22,7 +22,12 @@ export const HASHED_FIELDS = [
 
 const NUMERIC = new Set<string>(['seq', 'created_at', 'status', 'upstream_status', 'bytes_in', 'bytes_out', 'duration_ms']);
 
-export type HashedRow = Pick<AuditRow, (typeof HASHED_FIELDS)[number]>;
+/**
+ * `redacted` (issue 9) is hashed after HASHED_FIELDS and only when true, as
+ * `,"redacted":true`: entries written before it existed (all false) keep their hashes, and
+ * flipping it either way on a stored row breaks that row's hash.
+ */
+export type HashedRow = Pick<AuditRow, (typeof HASHED_FIELDS)[number]> & { redacted?: boolean | number | null };
 
 /** `"name":` of each hashed field, the first without the comma; whether it is numeric. */
 const PARTS = HASHED_FIELDS.map((f, i) => [`${i === 0 ? '' : ','}${JSON.stringify(f)}:`, NUMERIC.has(f)] as const);
@@ -41,6 +46,7 @@ export function canonicalJson(row: HashedRow): string {
     // both hash alike.
     out += name + (v == null ? 'null' : numeric ? JSON.stringify(Number(v)) : JSON.stringify(String(v)));
   }
+  if (row.redacted === true || Number(row.redacted) === 1) out += ',"redacted":true';
   return `${out}}`;
 }
 
@@ -69,7 +75,7 @@ export function chainRows(head: ChainHead, rows: readonly UnchainedRow[]): { row
       host: r.host, path: r.path, connector: r.connector, category: r.category, credential: r.credential, decision: r.decision,
       reason: r.reason, matched_rules: r.matched_rules, approval_id: r.approval_id, grant_id: r.grant_id, status: r.status,
       upstream_status: r.upstream_status, bytes_in: r.bytes_in, bytes_out: r.bytes_out, duration_ms: r.duration_ms,
-      prev_hash: prev, hash: '',
+      redacted: r.redacted, prev_hash: prev, hash: '',
     };
     row.hash = entryHash(prev, row);
     prev = row.hash;

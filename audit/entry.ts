@@ -37,6 +37,8 @@ export interface AuditEntryInput {
   bytes_in?: number;
   bytes_out?: number;
   duration_ms?: number;
+  /** The gateway replaced a swapped-in real value in the answer before the agent got it. */
+  redacted?: boolean;
   /** When the request finished, ms (service clock); default: when it was queued. */
   created_at?: number;
 }
@@ -64,6 +66,8 @@ export interface UnchainedRow {
   bytes_in: number;
   bytes_out: number;
   duration_ms: number;
+  /** Hashed only when true (audit/chain.ts): rows from before the column keep their hashes. */
+  redacted: boolean;
 }
 
 /** A row of `audit_log`. */
@@ -94,6 +98,8 @@ export interface AuditEntry {
   bytes_in: number;
   bytes_out: number;
   duration_ms: number;
+  /** Present (true) only when the gateway redacted a real value from the answer. */
+  redacted?: true;
   prev_hash: string;
   hash: string;
 }
@@ -226,6 +232,7 @@ export function sanitizeEntry(input: AuditEntryInput, id: string, createdAt: num
     bytes_in: count(input.bytes_in, 'bytes_in', false),
     bytes_out: count(input.bytes_out, 'bytes_out', false),
     duration_ms: count(input.duration_ms, 'duration_ms', false),
+    redacted: input.redacted === true,
   };
 }
 
@@ -263,6 +270,8 @@ export function toAuditEntry(r: AuditRow): AuditEntry {
     bytes_in: num(r.bytes_in),
     bytes_out: num(r.bytes_out),
     duration_ms: num(r.duration_ms),
+    // Only when it happened: every other entry is exactly decisions.md's field list.
+    ...(Number(r.redacted) === 1 || r.redacted === true ? { redacted: true as const } : {}),
     prev_hash: r.prev_hash,
     hash: r.hash,
   };

@@ -39,6 +39,7 @@ import { createLeafIssuer } from '../certs/leaf.js';
 import { createSniCallback, prepareMitmCaDir } from '../certs/mitm.js';
 import { createProxyCredentials } from '../environments/proxy-credentials.js';
 import { createUpstream } from '../proxy/upstream.js';
+import { canonicalHost } from '../lib/egress-guard.js';
 import { createPipeline, type GatewayPorts } from '../proxy/pipeline.js';
 import { startGatewayProxy } from '../proxy/gateway-proxy.js';
 import type { Category, Scope } from '../policy-engine/categories.js';
@@ -164,7 +165,7 @@ export async function startService(config: Readonly<Config>, log: Logger): Promi
     extraCa: config.upstreamCaFile ? readFileSync(config.upstreamCaFile, 'utf8') : null,
   });
   const ports: GatewayPorts = {
-    egressAllows: async (id, host) => (await egress.effectiveEgress(id.environmentId))?.allows(host) ?? false,
+    egressAllows: async (id, host, port) => (await egress.effectiveEgress(id.environmentId))?.allows(host, port) ?? false,
     credentials: async (id) => ({ byToken: (await secrets.secretsForEnvironment(id.environmentId))?.byPlaceholder ?? new Map() }),
     decide: (id, req) => policies.decider.decide(id.developerId, id.environmentId, { ...req, category: req.category as Category }),
     requestApproval: (id, req) =>
@@ -180,8 +181,12 @@ export async function startService(config: Readonly<Config>, log: Logger): Promi
   const proxy = await startGatewayProxy({
     host: config.host, port: config.proxyPort, sslCaDir: await prepareMitmCaDir(config.dataDir, ca), sni: createSniCallback(issuer),
     authenticate: proxyCredentials.authenticate, egressAllows: ports.egressAllows, credentials: ports.credentials, pipeline, upstream, audit: ports.audit, log,
+    managementTargets,
   });
-  for (const h of [config.host, 'localhost', '127.0.0.1']) managementTargets.add(`${h}:${proxy.port}`);
+  // The service's own ports are refused by name here and by address in the egress guard
+  // (any loopback or local address: `127.1`, `[::1]`, this machine's interface addresses).
+  upstream.guard.forbidPort(proxy.port);
+  for (const h of [config.host, 'localhost', '127.0.0.1']) managementTargets.add(`${canonicalHost(h) ?? h}:${proxy.port}`);
   // The address agents use: HOST, unless it is a wildcard bind, then BASE_URL's host.
   const wildcardBind = ['0.0.0.0', '::'].includes(config.host);
   const proxyHost = wildcardBind && config.baseUrl ? new URL(config.baseUrl).hostname : wildcardBind ? '127.0.0.1' : config.host;
@@ -201,8 +206,9 @@ export async function startService(config: Readonly<Config>, log: Logger): Promi
   const baseUrl = config.baseUrl ?? apiUrl;
   approvalsBaseUrl = baseUrl;
   const base = new URL(baseUrl);
-  for (const t of [`${config.host}:${apiPort}`, `localhost:${apiPort}`, `127.0.0.1:${apiPort}`, `${base.hostname}:${base.port || (base.protocol === 'https:' ? 443 : 80)}`]) {
-    managementTargets.add(t.toLowerCase());
+  upstream.guard.forbidPort(apiPort);
+  for (const [h, p] of [[config.host, apiPort], ['localhost', apiPort], ['127.0.0.1', apiPort], [base.hostname, Number(base.port) || (base.protocol === 'https:' ? 443 : 80)]] as const) {
+    managementTargets.add(`${canonicalHost(h) ?? h.toLowerCase()}:${p}`);
   }
 
 

@@ -32,6 +32,9 @@ export interface SnapshotSecret {
   placeholder: string;
   allowedHosts: readonly string[];
   infrastructure: boolean;
+  /** Places beyond the Authorization header (null: none). */
+  inject: readonly string[] | null;
+  allowMinting: boolean;
   /** Sealed value (envelope blob); opened only when the proxy swaps it in. */
   valueEnc: string;
 }
@@ -70,6 +73,8 @@ function toSnapshotSecret(r: SecretRow): SnapshotSecret {
     placeholder: r.placeholder,
     allowedHosts: Object.freeze(fromJson<string[]>(r.allowed_hosts) ?? []),
     infrastructure: Boolean(r.infrastructure),
+    inject: r.inject ? Object.freeze(fromJson<string[]>(r.inject) ?? []) : null,
+    allowMinting: Boolean(r.allow_minting),
     valueEnc: r.value_enc,
   };
 }

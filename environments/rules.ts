@@ -4,6 +4,7 @@
  * schemas call them (a broken rule is 400 `invalid_request`), and the service keeps them
  * as invariants.
  */
+import { injectRule } from '../lib/credential-slots.js';
 
 export const LIMITS = {
   envVars: 100,
@@ -99,13 +100,21 @@ export function filesRule(files: Record<string, string | FileInput>): string | n
   return null;
 }
 
-/** `*`, `*.example.com` (subdomains only) or a host name / IP literal. */
-const HOST_PATTERN = /^(\*|(\*\.)?([a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)(\.[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)*)$/;
+/**
+ * `*`, `*.example.com` (subdomains only) or a host name / IP literal. A secret's
+ * allowed_hosts may name a port (`api.example.com:8443`); without one a secret goes to
+ * port 443 only (issue 9, hole 7). Egress patterns take no port: they allow every port.
+ */
+const HOST_PATTERN = /^(\*|(\*\.)?([a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)(\.[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)*)(:(\d{1,5}))?$/;
 
-export function hostPatternsRule(patterns: string[], what: string): string | null {
+export function hostPatternsRule(patterns: string[], what: string, opts: { ports?: boolean } = {}): string | null {
   if (patterns.length > LIMITS.hostPatterns) return `${what}: at most ${LIMITS.hostPatterns} host patterns`;
   for (const p of patterns) {
-    if (p.length > 253 || !HOST_PATTERN.test(p.toLowerCase())) return `${what}: "${p}" is not a host pattern (host, *.domain or *)`;
+    const m = p.length <= 259 ? HOST_PATTERN.exec(p.toLowerCase()) : null;
+    const port = m?.[8] === undefined ? null : Number(m[8]);
+    if (!m || m[1]!.length > 253 || (port !== null && (!opts.ports || !(port >= 1 && port <= 65535)))) {
+      return `${what}: "${p}" is not a host pattern (host, *.domain or *${opts.ports ? ', optionally :port' : ''})`;
+    }
   }
   return null;
 }
@@ -116,6 +125,10 @@ export interface SecretInput {
   value: string;
   allowed_hosts: string[];
   infrastructure?: boolean;
+  /** Places beyond the Authorization header where the value may be swapped in (lib/credential-slots.ts). */
+  inject?: string[] | null;
+  /** May be sent to endpoints that mint new credentials (policy-engine/classify/minting.ts). */
+  allow_minting?: boolean;
 }
 
 export function secretRule(name: string, s: SecretInput): string | null {
@@ -124,7 +137,9 @@ export function secretRule(name: string, s: SecretInput): string | null {
   if (s.value.length === 0) return `secret "${name}" has an empty value`;
   if (Buffer.byteLength(s.value) > LIMITS.secretValueBytes) return `secret "${name}" is larger than ${LIMITS.secretValueBytes} bytes`;
   if (s.allowed_hosts.length === 0) return `secret "${name}" needs at least one allowed host`;
-  return hostPatternsRule(s.allowed_hosts, `secret "${name}" allowed_hosts`);
+  const inject = s.inject ? injectRule(s.inject) : null;
+  if (inject) return `secret "${name}" ${inject}`;
+  return hostPatternsRule(s.allowed_hosts, `secret "${name}" allowed_hosts`, { ports: true });
 }
 
 export function secretsRule(secrets: Record<string, SecretInput>): string | null {

@@ -12,24 +12,39 @@ import { environmentsStore } from './environments.store.js';
 import { eventsStore } from './events.store.js';
 import { compileHostPatterns, normalizePatterns, type HostMatcher } from './egress.matcher.js';
 import type { GatewayCache, GatewaySnapshot } from './egress.cache.js';
+import { secretSlots, type Slot } from '../lib/credential-slots.js';
 
-/** What a secret looks like in a response: the placeholder, never the value. */
+/**
+ * What a secret looks like in a response: the placeholder, never the value. `inject` and
+ * `allow_minting` appear only when set, so the record of a secret that uses neither is
+ * exactly decisions.md's.
+ */
 export interface SecretInfo {
   name: string;
   placeholder: string;
   allowed_hosts: string[];
   infrastructure: boolean;
+  inject?: string[];
+  allow_minting?: true;
   created_at: string | null;
 }
 
 export function toSecretInfo(r: SecretRow): SecretInfo {
+  const inject = r.inject ? fromJson<string[]>(r.inject) : null;
   return {
     name: r.name,
     placeholder: r.placeholder,
     allowed_hosts: fromJson<string[]>(r.allowed_hosts),
     infrastructure: Boolean(r.infrastructure),
+    ...(inject && inject.length > 0 ? { inject } : {}),
+    ...(r.allow_minting ? { allow_minting: true as const } : {}),
     created_at: iso(r.created_at),
   };
+}
+
+/** The stored form of an `inject` list: null when there is none. */
+function injectColumn(inject: string[] | null | undefined): string | null {
+  return inject && inject.length > 0 ? toJson([...new Set(inject)]) : null;
 }
 
 /** AAD of a secret's ciphertext: the ciphertext only opens for this developer, scope and name. */
@@ -70,6 +85,8 @@ export async function insertSecrets(
       placeholder: newPlaceholder(),
       allowed_hosts: toJson(normalizePatterns(s.allowed_hosts)),
       infrastructure: Boolean(s.infrastructure),
+      inject: injectColumn(s.inject),
+      allow_minting: Boolean(s.allow_minting),
       created_at: at,
       updated_at: at,
     });
@@ -91,12 +108,19 @@ export interface GatewaySecret {
   /** `environment` for the environment's own secret, `developer` for a developer-level one. */
   level: 'environment' | 'developer';
   placeholder: string;
-  /** Where the value may be sent; the placeholder going anywhere else is `secret_host_not_allowed`. */
+  /**
+   * Where the value may be sent; the placeholder going anywhere else is
+   * `secret_host_not_allowed`. A pattern without a port allows port 443 only.
+   */
   allowedHosts: HostMatcher;
   /** Skips the policy (decision `allow`, reason `infrastructure_credential`). */
   infrastructure: boolean;
-  /** Same as allowedHosts.allows. */
-  hostAllowed(host: string): boolean;
+  /** Same as allowedHosts.allows, with the port. */
+  hostAllowed(host: string, port: number): boolean;
+  /** Where in a request it may be swapped in: the Authorization header, plus `inject`. */
+  slots: readonly Slot[];
+  /** May be sent to an endpoint that mints new credentials. */
+  allowMinting: boolean;
   /**
    * The plaintext. Decrypted on first call, then kept in memory for as long as this
    * snapshot lives (at most the cache's ttl). Throws when the ciphertext does not open
@@ -127,7 +151,7 @@ export function indexSecrets(snapshot: GatewaySnapshot, keyring: Keyring): Envir
   const byName = new Map<string, GatewaySecret>();
   for (const s of snapshot.secrets) {
     let plain: string | undefined;
-    const allowedHosts = compileHostPatterns(s.allowedHosts);
+    const allowedHosts = compileHostPatterns(s.allowedHosts, { portless: 443 });
     const g: GatewaySecret = Object.freeze({
       token: s.placeholder,
       kind: 'secret' as const,
@@ -137,7 +161,9 @@ export function indexSecrets(snapshot: GatewaySnapshot, keyring: Keyring): Envir
       placeholder: s.placeholder,
       allowedHosts,
       infrastructure: s.infrastructure,
-      hostAllowed: allowedHosts.allows,
+      hostAllowed: (host: string, port: number) => allowedHosts.allows(host, port),
+      slots: secretSlots(s.inject),
+      allowMinting: s.allowMinting,
       value(): string {
         plain ??= keyring.decryptString(s.valueEnc, secretContext(s.developerId, s.scope, s.name));
         return plain;
@@ -206,8 +232,8 @@ export function createSecretsService(deps: {
 
   /**
    * Creates or replaces a secret. A replace keeps the id, placeholder and created_at (the
-   * running VM's variable keeps working) and takes the new value, hosts and flag as a
-   * whole (`infrastructure` omitted means false). At most 100 secrets per scope: the
+   * running VM's variable keeps working) and takes the new value, hosts, places and flags
+   * as a whole (`infrastructure`, `inject`, `allow_minting` omitted mean false / none). At most 100 secrets per scope: the
    * count and insert run under the scope's row lock, so a burst cannot pass 100.
    */
   async function put(developerId: string, environmentId: string | null, name: string, input: SecretInput): Promise<SecretWriteResult> {
@@ -231,7 +257,10 @@ export function createSecretsService(deps: {
         const existing = await secretsStore.get(trx, developerId, scope, name);
         let row: SecretRow;
         if (existing) {
-          const patch = { value_enc: sealed, allowed_hosts: allowedHosts, infrastructure: Boolean(input.infrastructure), updated_at: now };
+          const patch = {
+            value_enc: sealed, allowed_hosts: allowedHosts, infrastructure: Boolean(input.infrastructure),
+            inject: injectColumn(input.inject), allow_minting: Boolean(input.allow_minting), updated_at: now,
+          };
           await secretsStore.update(trx, existing.id, patch);
           row = { ...existing, ...patch };
         } else {
@@ -249,6 +278,8 @@ export function createSecretsService(deps: {
             placeholder: newPlaceholder(),
             allowed_hosts: allowedHosts,
             infrastructure: Boolean(input.infrastructure),
+            inject: injectColumn(input.inject),
+            allow_minting: Boolean(input.allow_minting),
             created_at: now,
             updated_at: now,
           };

@@ -11,6 +11,9 @@ export interface SecretRow {
   placeholder: string;
   allowed_hosts: string;
   infrastructure: boolean | number;
+  /** JSON array of places (lib/credential-slots.ts), or null: the Authorization header only. */
+  inject: string | null;
+  allow_minting: boolean | number;
   created_at: number;
   updated_at: number;
 }
@@ -29,7 +32,7 @@ export const secretsStore = {
     return db<SecretRow>('secrets').where({ developer_id: developerId, scope, name }).first();
   },
   /** Replaces value, hosts and flag in place: id, placeholder and created_at stay. */
-  async update(db: Queryable, id: string, patch: Pick<SecretRow, 'value_enc' | 'allowed_hosts' | 'infrastructure' | 'updated_at'>): Promise<void> {
+  async update(db: Queryable, id: string, patch: Pick<SecretRow, 'value_enc' | 'allowed_hosts' | 'infrastructure' | 'inject' | 'allow_minting' | 'updated_at'>): Promise<void> {
     await db('secrets').where({ id }).update(patch);
   },
   /** Rows deleted (0 or 1). */

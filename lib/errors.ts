@@ -48,7 +48,11 @@ export const ERROR_CODES = {
   // Gateway (what the agent gets from the proxy, with header X-Gateway-Error)
   proxy_auth_required: { status: 407, meaning: 'Proxy request without valid environment proxy credentials' },
   egress_denied: { status: 403, meaning: 'Host not on the effective egress allowlist, or a private address' },
-  secret_host_not_allowed: { status: 403, meaning: 'A secret placeholder sent to a host outside its allowed_hosts' },
+  secret_host_not_allowed: { status: 403, meaning: 'A secret placeholder sent to a host (or a port) outside its allowed_hosts' },
+  secret_location_not_allowed: { status: 403, meaning: 'A placeholder or stand-in token outside the places its credential may be swapped into (the Authorization header, or the secret\'s inject list)' },
+  credential_minting_not_allowed: { status: 403, meaning: 'A credential sent to an endpoint that mints new credentials, and the secret does not allow_minting' },
+  cleartext_not_allowed: { status: 403, meaning: 'Cleartext in a tunnel to port 443, or a credential in a cleartext request' },
+  host_mismatch: { status: 421, meaning: 'The Host header or absolute URL names another host than the tunnel or proxy target' },
   policy_denied: { status: 403, meaning: 'A deny rule, or no rule for a read or write' },
   approval_denied: { status: 403, meaning: 'The approval request for this request was denied' },
   approval_expired: { status: 403, meaning: 'Nobody decided the approval request in time' },

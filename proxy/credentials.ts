@@ -1,10 +1,30 @@
+import type { Slot } from '../lib/credential-slots.js';
+
+export type { Slot } from '../lib/credential-slots.js';
+export { DEFAULT_SLOTS, connectionSlots, secretSlots } from '../lib/credential-slots.js';
+
 /**
- * Credential detection and swap (pure). The VM holds placeholders (`svcph_<hex>`) and
- * stand-in tokens; a request carries one wherever the agent's client put it: a header
- * (including inside `Authorization: Basic base64(user:pass)`), the URL, or a textual body.
- * Detection finds every known token; the swap writes the real value in its place, encoded
- * for where it stands (URL-encoded in the URL and in form bodies, JSON-escaped in JSON).
+ * Credential detection, placement and swap (pure). The VM holds placeholders
+ * (`svcph_<hex>`) and stand-in tokens; the gateway puts the real value in their place
+ * only where a credential goes (issue 9, hole 1): a request that carried a placeholder in
+ * a body field, a URL path or an arbitrary header would have the real value reflected to
+ * the agent by any API that echoes its input (a Stripe customer's metadata, an error
+ * message quoting a parameter, a chat message read back).
+ *
+ * - Detection finds every known token anywhere it can look: URL (percent-decoded),
+ *   every header (inside `Basic base64(user:pass)` too) and a textual body the gateway
+ *   buffered. What it finds decides the policy connector, the host check and refusals.
+ * - Placement checks each occurrence against the credential's *slots*. By default a
+ *   secret has one: the `Authorization` header as `Bearer <t>`, `token <t>`, or Basic with
+ *   the token as the whole user or the whole password. A secret may declare more with
+ *   `inject` (header names, query parameter names, form or JSON field names). A
+ *   connection's stand-in has the Authorization slot, and Slack's also the `token` field.
+ *   An occurrence outside every slot makes the request misplaced: it is refused whole
+ *   (403 `secret_location_not_allowed`), nothing is swapped and nothing is sent.
+ * - The swap writes the real value into the slots found, encoded for where it stands,
+ *   and returns the (real, sent form) pairs the answer must be redacted of.
  */
+
 export interface Credential {
   /** The placeholder or stand-in token the VM sees. */
   token: string;
@@ -12,8 +32,12 @@ export interface Credential {
   connector: string;
   kind: 'secret' | 'connection';
   infrastructure: boolean;
-  /** Whether this credential may be sent to that host. */
-  hostAllowed(host: string): boolean;
+  /** Whether this credential may be sent to that host and port (a secret: 443 unless its pattern names the port). */
+  hostAllowed(host: string, port: number): boolean;
+  /** Where it may be swapped in. */
+  slots: readonly Slot[];
+  /** Whether it may be sent to an endpoint that mints new credentials (policy-engine/classify/minting.ts). */
+  allowMinting: boolean;
   /** The real value; only called once the request may go out. */
   value(): string | Promise<string>;
 }
@@ -28,37 +52,42 @@ const HAS_TOKEN = new RegExp(TOKEN.source);
 
 export type Headers = Record<string, string | string[] | undefined>;
 
-function scan(text: string, set: CredentialSet, found: Map<string, Credential>): void {
-  for (const m of text.matchAll(TOKEN)) {
-    const c = set.byToken.get(m[0]);
-    if (c) found.set(c.token, c);
-  }
+// ---------------------------------------------------------------------------------------
+// Slots (lib/credential-slots.ts: the domain that stores secrets validates them too)
+
+function hasSlot(c: Credential, want: (s: Slot) => boolean): boolean {
+  for (const s of c.slots) if (want(s)) return true;
+  return false;
 }
 
-function basicParts(value: string): string | null {
-  const m = /^Basic\s+([A-Za-z0-9+/=]+)\s*$/i.exec(value);
-  return m ? Buffer.from(m[1]!, 'base64').toString('utf8') : null;
+// ---------------------------------------------------------------------------------------
+// Placement
+
+/** One occurrence in a slot, and how to swap it. */
+type Hit =
+  | { at: 'auth-param'; header: string; index: number; token: string }
+  | { at: 'basic'; header: string; index: number; user: string; pass: string }
+  | { at: 'header'; header: string; index: number; token: string }
+  | { at: 'query'; pair: number; token: string }
+  | { at: 'form'; pair: number; token: string }
+  | { at: 'json'; token: string };
+
+export interface Placement {
+  /** Every known credential the request carries, wherever it is, in order of first sight. */
+  found: Credential[];
+  /** A credential seen outside every slot it may use, and where; null when all are in slots. */
+  misplaced: { credential: Credential; where: string } | null;
+  /** The occurrences in slots (what swap() rewrites). */
+  hits: readonly Hit[];
 }
 
-export function detectCredentials(req: { url: string; headers: Headers; body?: Buffer | null }, set: CredentialSet): Credential[] {
-  const found = new Map<string, Credential>();
-  if (set.byToken.size === 0) return [];
-  let url = req.url;
-  try {
-    url = decodeURIComponent(req.url);
-  } catch {
-    /* a malformed escape: scan as sent */
-  }
-  scan(url, set, found);
-  for (const v of Object.values(req.headers)) {
-    for (const one of Array.isArray(v) ? v : v === undefined ? [] : [v]) {
-      scan(one, set, found);
-      const basic = basicParts(one);
-      if (basic) scan(basic, set, found);
-    }
-  }
-  if (req.body && req.body.length > 0) scan(req.body.toString('latin1'), set, found);
-  return [...found.values()];
+export interface RequestParts {
+  /** Origin-form target: path and query. */
+  url: string;
+  headers: Headers;
+  /** A textual body the gateway buffered whole, or null (none, binary, or too large to scan). */
+  body?: Buffer | null;
+  contentType?: string;
 }
 
 export type BodyEncoding = 'json' | 'form' | 'raw';
@@ -70,45 +99,321 @@ export function bodyEncoding(contentType: string | undefined): BodyEncoding {
   return 'raw';
 }
 
-function replaceAll(text: string, values: ReadonlyMap<string, string>, encode: (v: string) => string): string {
-  return text.replace(TOKEN, (tok) => {
-    const v = values.get(tok);
-    return v === undefined ? tok : encode(v);
+function basicParts(value: string): string | null {
+  const m = /^Basic\s+([A-Za-z0-9+/=]+)\s*$/i.exec(value);
+  return m ? Buffer.from(m[1]!, 'base64').toString('utf8') : null;
+}
+
+function decodeComponent(s: string): string {
+  try {
+    return decodeURIComponent(s);
+  } catch {
+    return s;
+  }
+}
+
+/** A query or form pair's name and value, decoded as a server would (`+` is a space). */
+function formDecode(s: string): string {
+  return decodeComponent(s.replace(/\+/g, ' '));
+}
+
+/** The `&`-separated pairs of a query string or form body, raw. */
+function splitPairs(text: string): { name: string; value: string | null }[] {
+  if (text === '') return [];
+  return text.split('&').map((part) => {
+    const eq = part.indexOf('=');
+    return eq < 0 ? { name: part, value: null } : { name: part.slice(0, eq), value: part.slice(eq + 1) };
   });
+}
+
+function tokensIn(text: string): string[] {
+  if (!text.includes('svc')) return [];
+  return [...text.matchAll(TOKEN)].map((m) => m[0]);
+}
+
+/** A JSON value's occurrences of `token` in keys and strings, and the value at `path`. */
+function jsonCount(value: unknown, token: string, depth = 0): number {
+  if (typeof value === 'string') return value.split(token).length - 1;
+  if (value === null || typeof value !== 'object' || depth > 64) return 0;
+  let n = 0;
+  if (Array.isArray(value)) for (const v of value) n += jsonCount(v, token, depth + 1);
+  else for (const [k, v] of Object.entries(value)) n += k.split(token).length - 1 + jsonCount(v, token, depth + 1);
+  return n;
+}
+
+function jsonAt(value: unknown, path: readonly string[]): unknown {
+  let v = value;
+  for (const p of path) {
+    if (v === null || typeof v !== 'object' || Array.isArray(v) || !Object.hasOwn(v, p)) return undefined;
+    v = (v as Record<string, unknown>)[p];
+  }
+  return v;
+}
+
+/**
+ * Where the request's credentials are. Pure; never throws for any input. `found` is empty
+ * when the set is empty or nothing matched (the common request without a credential).
+ */
+export function placeCredentials(req: RequestParts, set: CredentialSet): Placement {
+  const none: Placement = { found: [], misplaced: null, hits: [] };
+  if (set.byToken.size === 0) return none;
+  const found = new Map<string, Credential>();
+  const hits: Hit[] = [];
+  let misplaced: Placement['misplaced'] = null;
+  const see = (token: string): Credential | undefined => {
+    const c = set.byToken.get(token);
+    if (c && !found.has(token)) found.set(token, c);
+    return c;
+  };
+  const elsewhere = (text: string, where: string): void => {
+    for (const t of tokensIn(text)) {
+      const c = see(t);
+      if (c && !misplaced) misplaced = { credential: c, where };
+    }
+  };
+
+  // Headers.
+  for (const name in req.headers) {
+    const v = req.headers[name];
+    if (v === undefined || name === 'proxy-authorization') continue;
+    const values = Array.isArray(v) ? v : [v];
+    for (let index = 0; index < values.length; index++) {
+      const value = values[index]!;
+      const basic = basicParts(value);
+      if (!HAS_TOKEN.test(value) && (basic === null || !HAS_TOKEN.test(basic))) continue;
+      if (name === 'authorization') {
+        if (basic !== null) {
+          const colon = basic.indexOf(':');
+          const user = colon < 0 ? basic : basic.slice(0, colon);
+          const pass = colon < 0 ? '' : basic.slice(colon + 1);
+          const userC = set.byToken.get(user);
+          const passC = set.byToken.get(pass);
+          const userOk = userC !== undefined && hasSlot(userC, (s) => s.in === 'authorization' || (s.in === 'header' && s.name === 'authorization'));
+          const passOk = passC !== undefined && hasSlot(passC, (s) => s.in === 'authorization' || (s.in === 'header' && s.name === 'authorization'));
+          if (userOk) see(user);
+          else elsewhere(user, 'the Basic user of the Authorization header');
+          if (passOk) see(pass);
+          else elsewhere(pass, 'the Basic password of the Authorization header');
+          if (userOk || passOk) hits.push({ at: 'basic', header: name, index, user: userOk ? user : '', pass: passOk ? pass : '' });
+          continue;
+        }
+        const m = /^([A-Za-z][A-Za-z0-9._~+-]*)[ \t]+(\S+)[ \t]*$/.exec(value);
+        const c = m ? set.byToken.get(m[2]!) : undefined;
+        if (m && c) {
+          const scheme = m[1]!.toLowerCase();
+          const ok = ((scheme === 'bearer' || scheme === 'token') && hasSlot(c, (s) => s.in === 'authorization')) || hasSlot(c, (s) => s.in === 'header' && s.name === 'authorization');
+          if (ok) {
+            see(c.token);
+            hits.push({ at: 'auth-param', header: name, index, token: c.token });
+            continue;
+          }
+        }
+        elsewhere(value, 'the Authorization header (only Bearer, token and Basic carry a credential)');
+        continue;
+      }
+      // Any other header: a slot when the credential names it, as the whole value or after a scheme word.
+      const m = /^(?:[A-Za-z][A-Za-z0-9._~+-]*[ \t]+)?(\S+)$/.exec(value.trim());
+      const c = m ? set.byToken.get(m[1]!) : undefined;
+      if (c && hasSlot(c, (s) => s.in === 'header' && s.name === name)) {
+        see(c.token);
+        hits.push({ at: 'header', header: name, index, token: c.token });
+        continue;
+      }
+      elsewhere(value, `the ${name} header`);
+      if (basic !== null) elsewhere(basic, `the ${name} header`);
+    }
+  }
+
+  // URL: the path never carries a credential; query parameters may.
+  const hashAt = req.url.indexOf('#');
+  const target = hashAt < 0 ? req.url : req.url.slice(0, hashAt);
+  if (hashAt >= 0) elsewhere(decodeComponent(req.url.slice(hashAt)), 'the URL fragment');
+  const q = target.indexOf('?');
+  const path = q < 0 ? target : target.slice(0, q);
+  elsewhere(path, 'the URL path');
+  elsewhere(decodeComponent(path), 'the URL path');
+  if (q >= 0) placePairs(target.slice(q + 1), 'query', 'the query string');
+
+  // Body.
+  // A server decodes a form value (`%73vcph_...`) and a JSON string (`"svc\u0070h_..."`)
+  // before using it, so those are read decoded; other bodies are used as they are.
+  const body = req.body;
+  if (body && body.length > 0) {
+    const text = body.toString('latin1');
+    const enc = bodyEncoding(req.contentType);
+    if (enc === 'form') placePairs(text, 'form', 'the form body');
+    else if (enc === 'json') {
+      if (HAS_TOKEN.test(text) || text.includes('\\u')) placeJson(body.toString('utf8'), text);
+    } else if (HAS_TOKEN.test(text)) elsewhere(text, 'the request body');
+  }
+
+  function placePairs(text: string, kind: 'query' | 'form', where: string): void {
+    const pairs = splitPairs(text);
+    for (let i = 0; i < pairs.length; i++) {
+      const { name, value } = pairs[i]!;
+      const dName = formDecode(name);
+      const dValue = value === null ? '' : formDecode(value);
+      const c = value === null ? undefined : set.byToken.get(dValue);
+      if (c && hasSlot(c, (s) => s.in === kind && s.name === dName) && !HAS_TOKEN.test(dName) && !HAS_TOKEN.test(name)) {
+        see(c.token);
+        hits.push({ at: kind, pair: i, token: c.token });
+        continue;
+      }
+      const label = `${where} (${dName.slice(0, 40)})`;
+      elsewhere(name, label);
+      elsewhere(dName, label);
+      if (value !== null) {
+        elsewhere(value, label);
+        elsewhere(dValue, label);
+      }
+    }
+  }
+
+  function placeJson(utf8: string, latin1: string): void {
+    let parsed: unknown;
+    try {
+      parsed = JSON.parse(utf8);
+    } catch {
+      return elsewhere(latin1, 'the request body (not valid JSON)');
+    }
+    const tokens = new Set([...tokensIn(latin1), ...tokensIn(JSON.stringify(parsed))]);
+    for (const t of tokens) {
+      if (!set.byToken.has(t)) continue;
+      const c = see(t);
+      if (!c) continue;
+      let slotted = 0;
+      for (const s of c.slots) if (s.in === 'json' && jsonAt(parsed, s.path) === t) slotted++;
+      // Every occurrence, parsed and literal, must be one of those slots, written plainly:
+      // an escaped spelling or a duplicate key would make the two counts differ.
+      const literal = latin1.split(t).length - 1;
+      if (slotted === 0 || jsonCount(parsed, t) !== slotted || literal !== slotted) {
+        if (!misplaced) misplaced = { credential: c, where: 'the JSON body (only the fields named in the secret\'s inject list, written plainly)' };
+        continue;
+      }
+      hits.push({ at: 'json', token: t });
+    }
+  }
+
+  return { found: [...found.values()], misplaced, hits };
+}
+
+/** For callers that only need to know which credentials a request carries (upgrades). */
+export function detectCredentials(req: RequestParts, set: CredentialSet): Credential[] {
+  return placeCredentials(req, set).found;
+}
+
+// ---------------------------------------------------------------------------------------
+// Swap
+
+/** A real value as it was sent, and what the agent's answer shows in its place. */
+export interface Redaction {
+  sent: string;
+  shown: string;
 }
 
 const jsonEscape = (v: string) => JSON.stringify(v).slice(1, -1);
 const HEADER_SAFE = /^[\t\x20-\x7e\x80-\xff]*$/;
 
 /**
- * Returns the request with every token in `values` replaced by its real value. Throws
- * when a value cannot be put in a header (CR/LF would split the header).
+ * Every spelling of `value` an upstream is likely to echo (raw, JSON-escaped with and
+ * without `\/`, percent-encoded, form-encoded, HTML-escaped), each shown as `token`.
  */
-export function swapCredentials(
-  req: { url: string; headers: Headers; body?: Buffer | null; contentType?: string },
-  values: ReadonlyMap<string, string>,
-): { url: string; headers: Headers; body: Buffer | null } {
-  const url = replaceAll(req.url, values, encodeURIComponent);
-  const headers: Headers = {};
-  for (const [k, v] of Object.entries(req.headers)) {
-    if (v === undefined) continue;
-    const swapOne = (one: string): string => {
-      const basic = basicParts(one);
-      if (basic && HAS_TOKEN.test(basic)) {
-        return `Basic ${Buffer.from(replaceAll(basic, values, (x) => x), 'utf8').toString('base64')}`;
+export function redactionsFor(value: string, token: string): Redaction[] {
+  const html = value.replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;').replace(/"/g, '&quot;').replace(/'/g, '&#39;');
+  const forms = [value, jsonEscape(value), jsonEscape(value).replace(/\//g, '\\/'), encodeURIComponent(value), encodeURIComponent(value).replace(/%20/g, '+'), html];
+  return [...new Set(forms)].filter((s) => s.length > 0).map((sent) => ({ sent, shown: token }));
+}
+
+/**
+ * The request with each slot's token replaced by its real value (`values` by token),
+ * and the redactions its answer needs. Throws when a value cannot be put in a header
+ * (CR/LF would split it). Only `placement.hits` are touched: a token anywhere else is
+ * left as it is (and a request with one is refused before this runs).
+ */
+export function swapCredentials(req: RequestParts, placement: Placement, values: ReadonlyMap<string, string>): { url: string; headers: Headers; body: Buffer | null; redactions: Redaction[] } {
+  const redactions: Redaction[] = [];
+  for (const [token, value] of values) redactions.push(...redactionsFor(value, token));
+  const real = (t: string): string => {
+    const v = values.get(t);
+    if (v === undefined) throw new Error('a credential in a slot has no value');
+    return v;
+  };
+  const headerValue = (v: string): string => {
+    if (!HEADER_SAFE.test(v)) throw new Error('a credential value cannot be sent in a header');
+    return v;
+  };
+
+  const headers: Headers = { ...req.headers };
+  const setHeader = (name: string, index: number, v: string): void => {
+    const cur = headers[name];
+    if (Array.isArray(cur)) {
+      const copy = [...cur];
+      copy[index] = v;
+      headers[name] = copy;
+    } else headers[name] = v;
+  };
+  const getHeader = (name: string, index: number): string => {
+    const cur = headers[name];
+    return (Array.isArray(cur) ? cur[index] : cur) ?? '';
+  };
+  let queryEdits: Map<number, string> | null = null;
+  let formEdits: Map<number, string> | null = null;
+  let jsonTokens: Set<string> | null = null;
+  for (const h of placement.hits) {
+    switch (h.at) {
+      case 'auth-param':
+      case 'header': {
+        const cur = getHeader(h.header, h.index);
+        setHeader(h.header, h.index, headerValue(cur.replace(h.token, () => real(h.token))));
+        break;
       }
-      const out = replaceAll(one, values, (x) => x);
-      if (!HEADER_SAFE.test(out)) throw new Error('a credential value cannot be sent in a header');
-      return out;
-    };
-    headers[k] = Array.isArray(v) ? v.map(swapOne) : swapOne(v);
+      case 'basic': {
+        const decoded = basicParts(getHeader(h.header, h.index)) ?? '';
+        const colon = decoded.indexOf(':');
+        const user = colon < 0 ? decoded : decoded.slice(0, colon);
+        const pass = colon < 0 ? '' : decoded.slice(colon + 1);
+        const out = `${h.user ? real(h.user) : user}${colon < 0 && !h.pass ? '' : ':'}${h.pass ? real(h.pass) : pass}`;
+        const blob = Buffer.from(out, 'utf8').toString('base64');
+        const agentBlob = Buffer.from(decoded, 'utf8').toString('base64');
+        redactions.push({ sent: blob, shown: agentBlob });
+        setHeader(h.header, h.index, `Basic ${blob}`);
+        break;
+      }
+      case 'query':
+        (queryEdits ??= new Map()).set(h.pair, h.token);
+        break;
+      case 'form':
+        (formEdits ??= new Map()).set(h.pair, h.token);
+        break;
+      case 'json':
+        (jsonTokens ??= new Set()).add(h.token);
+        break;
+    }
+  }
+
+  const rewritePairs = (text: string, edits: Map<number, string>): string =>
+    splitPairs(text)
+      .map((p, i) => {
+        const t = edits.get(i);
+        if (t === undefined) return p.value === null ? p.name : `${p.name}=${p.value}`;
+        return `${p.name}=${encodeURIComponent(real(t))}`;
+      })
+      .join('&');
+
+  let url = req.url;
+  if (queryEdits) {
+    const hashAt = url.indexOf('#');
+    const frag = hashAt < 0 ? '' : url.slice(hashAt);
+    const target = hashAt < 0 ? url : url.slice(0, hashAt);
+    const q = target.indexOf('?');
+    url = `${target.slice(0, q)}?${rewritePairs(target.slice(q + 1), queryEdits)}${frag}`;
   }
   let body = req.body ?? null;
-  if (body && body.length > 0) {
-    const enc = bodyEncoding(req.contentType);
-    const text = body.toString('utf8');
-    const swapped = replaceAll(text, values, enc === 'json' ? jsonEscape : enc === 'form' ? encodeURIComponent : (x) => x);
-    if (swapped !== text) body = Buffer.from(swapped, 'utf8');
+  if (body && formEdits) body = Buffer.from(rewritePairs(body.toString('latin1'), formEdits), 'latin1');
+  if (body && jsonTokens) {
+    let text = body.toString('utf8');
+    for (const t of jsonTokens) text = text.split(t).join(jsonEscape(real(t)));
+    body = Buffer.from(text, 'utf8');
   }
-  return { url, headers, body };
+  return { url, headers, body, redactions };
 }

@@ -1,5 +1,4 @@
 import { createServer, request as httpRequest, type IncomingMessage, type Server } from 'node:http';
-import { request as httpsRequest } from 'node:https';
 import { TLSSocket, type SecureContext } from 'node:tls';
 import type { Duplex } from 'node:stream';
 import type { Socket } from 'node:net';
@@ -8,8 +7,11 @@ import type { Logger } from '../lib/log.js';
 import type { SniCallback } from '../certs/mitm.js';
 import type { Upstream } from './upstream.js';
 import type { Identity, Pipeline, Target, AuditEntry } from './pipeline.js';
-import { parseProxyAuthorization, refusal, refuseSocket, sendRefusal } from './refusal.js';
+import { parseProxyAuthorization, refusal, refuseSocket, sendRefusal, type Refusal } from './refusal.js';
+import { ERROR_CODES } from '../lib/errors.js';
 import { detectCredentials, type CredentialSet } from './credentials.js';
+import { parseAuthority } from '../lib/egress-guard.js';
+import { absoluteTarget, authorityMismatch, hostHeader, originForm as originPath } from './authority.js';
 
 /**
  * Wires the pipeline to http-mitm-proxy. The library listens, parses plain proxy requests
@@ -25,12 +27,14 @@ export interface GatewayProxyOptions {
   sslCaDir: string;
   sni: SniCallback;
   authenticate(environmentId: string, password: string): Promise<Identity | null>;
-  egressAllows(id: Identity, host: string): Promise<boolean>;
+  egressAllows(id: Identity, host: string, port: number): Promise<boolean>;
   pipeline: Pipeline;
   upstream: Upstream;
   audit(entry: AuditEntry): void;
   /** The environment's placeholders: an upgrade carrying one to a host outside its allowed_hosts is refused. */
   credentials(id: Identity): Promise<CredentialSet>;
+  /** host:port pairs (canonical, lower-case) of the management API: never reachable through the gateway. */
+  managementTargets: ReadonlySet<string>;
   log: Logger;
 }
 
@@ -42,20 +46,28 @@ interface Tunnel {
   identity: Identity;
 }
 
+/**
+ * The request target as the agent sent it. http-mitm-proxy rewrites `req.url` of an
+ * absolute-form `http://` request to its path (and takes the host from it) before our
+ * handler runs; judged on the rewritten request, the target came from the Host header, so
+ * `GET http://allowed/ + Host: other` was checked as `other` and the URL ignored.
+ */
+const kOriginalUrl = Symbol('gateway.originalUrl');
+type ProxyRequest = IncomingMessage & { [kOriginalUrl]?: string };
+
+/**
+ * The target of a request on the proxy port itself: its absolute-form URL (http:// or
+ * https://, canonical host), or for an origin-form request its Host header (http).
+ */
+function proxyTarget(req: IncomingMessage): Target | null {
+  const url = (req as ProxyRequest)[kOriginalUrl] ?? req.url ?? '';
+  if (!url.startsWith('/')) return absoluteTarget(url);
+  const a = parseAuthority(req.headers.host, 80);
+  return a ? { host: a.host, port: a.port, tls: false } : null;
+}
+
 /** ALPN offer of every terminated tunnel, in wire format once (TLSSocket would convert an array per socket). */
 const ALPN_HTTP1 = Buffer.from([8, ...Buffer.from('http/1.1')]);
-
-const HOST_PORT = /^(\[[0-9a-fA-F:.]+\]|[A-Za-z0-9._-]+):(\d{1,5})$/;
-
-function parseAuthority(authority: string | undefined, defaultPort: number): { host: string; port: number } | null {
-  if (!authority) return null;
-  const m = HOST_PORT.exec(authority);
-  if (m) {
-    const port = Number(m[2]);
-    return port > 0 && port < 65536 ? { host: m[1]!.replace(/^\[|\]$/g, '').toLowerCase(), port } : null;
-  }
-  return /^[A-Za-z0-9._-]+$/.test(authority) ? { host: authority.toLowerCase(), port: defaultPort } : null;
-}
 
 export async function startGatewayProxy(opts: GatewayProxyOptions): Promise<{ port: number; close(): Promise<void> }> {
   const { log } = opts;
@@ -85,8 +97,12 @@ export async function startGatewayProxy(opts: GatewayProxyOptions): Promise<{ po
   tunnelServer.on('clientError', (_err, socket) => socket.destroy());
 
   /**
-   * WebSocket and other upgrades: the allowlist applies, then bytes flow both ways
-   * untouched. Credentials are never swapped into an upgraded stream.
+   * WebSocket and other upgrades: the same checks as any request (Host agrees with the
+   * target, allowlist, management API, private addresses), then bytes flow both ways
+   * untouched. Credentials are never swapped into an upgraded stream, so a placeholder in
+   * an upgrade request is refused rather than sent. The connection is opened by the egress
+   * guard's connector, like every other upstream connection (issue 9: this path once
+   * connected on its own and reached 169.254.169.254).
    */
   async function passThroughUpgrade(req: IncomingMessage, socket: Duplex, head: Buffer, t: Tunnel): Promise<void> {
     const started = performance.now();
@@ -102,17 +118,27 @@ export async function startGatewayProxy(opts: GatewayProxyOptions): Promise<{ po
       entry.duration_ms = Math.round(performance.now() - started);
       opts.audit(entry);
     };
+    const refuse = (r: Refusal) => {
+      refuseSocket(socket, r);
+      done(ERROR_CODES[r.code].status, 'deny', r.code);
+    };
+    const mismatch = authorityMismatch(req, t.target);
+    if (mismatch) return refuse(refusal('host_mismatch', mismatch));
+    if (opts.managementTargets.has(`${t.target.host}:${t.target.port}`)) {
+      return refuse(refusal('egress_denied', 'the management API is not reachable through the gateway'));
+    }
     try {
-      if (!(await opts.egressAllows(t.identity, t.target.host))) {
-        refuseSocket(socket, refusal('egress_denied', `${t.target.host} is not on this environment's egress allowlist`));
-        return done(403, 'deny', 'egress_denied');
+      if (!(await opts.egressAllows(t.identity, t.target.host, t.target.port))) {
+        return refuse(refusal('egress_denied', `${t.target.host} is not on this environment's egress allowlist`));
       }
-      const leak = detectCredentials({ url: req.url ?? '/', headers: req.headers }, await opts.credentials(t.identity)).find((c) => !c.hostAllowed(t.target.host));
-      if (leak) {
+      const found = detectCredentials({ url: req.url ?? '/', headers: req.headers }, await opts.credentials(t.identity));
+      if (found.length > 0) {
+        const leak = found.find((c) => !c.hostAllowed(t.target.host, t.target.port)) ?? found[0]!;
         entry.connector = leak.connector;
         entry.credential = leak.kind;
-        refuseSocket(socket, refusal('secret_host_not_allowed', `this credential may not be sent to ${t.target.host}`));
-        return done(403, 'deny', 'secret_host_not_allowed');
+        return refuse(leak.hostAllowed(t.target.host, t.target.port)
+          ? refusal('secret_location_not_allowed', 'credentials are never swapped into an upgrade request')
+          : refusal('secret_host_not_allowed', `this credential may not be sent to ${t.target.host}`));
       }
     } catch (err) {
       // Unhandled, this rejection ended the process (the caller does `void passThroughUpgrade`).
@@ -120,16 +146,21 @@ export async function startGatewayProxy(opts: GatewayProxyOptions): Promise<{ po
       refuseSocket(socket, STORE_DOWN);
       return done(503, 'deny', 'gateway_unavailable');
     }
-    const headers = { ...req.headers };
-    delete headers['proxy-authorization'];
-    const upReq = (t.target.tls ? httpsRequest : httpRequest)({
+    const pre = await opts.upstream.precheck(t.target.host, t.target.port);
+    if (!pre.ok) return refuse(refusal(pre.code, pre.reason));
+    const headers: Record<string, string | string[]> = {};
+    for (const k in req.headers) {
+      const v = req.headers[k];
+      if (v !== undefined && k !== 'proxy-authorization' && k !== 'proxy-connection') headers[k] = v;
+    }
+    headers.host = hostHeader(t.target);
+    const upReq = httpRequest({
       host: t.target.host,
-      port: opts.upstream.origin(t.target.host, t.target.port, t.target.tls).split(':').pop(),
-      servername: t.target.host,
+      port: t.target.port,
       method: req.method,
-      path: req.url,
+      path: originPath(req.url),
       headers,
-      agent: opts.upstream.nodeAgent(t.target.tls),
+      createConnection: opts.upstream.createConnection(t.target.tls) as never,
     });
     upReq.on('upgrade', (upRes, upSocket, upHead) => {
       let lines = `HTTP/1.1 ${upRes.statusCode} ${upRes.statusMessage}\r\n`;
@@ -153,9 +184,10 @@ export async function startGatewayProxy(opts: GatewayProxyOptions): Promise<{ po
       done(upRes.statusCode ?? 502, 'allow', 'upgrade_refused');
     });
     upReq.on('error', (err) => {
-      const code = (err as { code?: string }).code === 'EGRESS_PRIVATE_ADDRESS' ? 'egress_denied' : 'upstream_unreachable';
-      refuseSocket(socket, refusal(code, code === 'egress_denied' ? err.message : 'the upstream could not be reached'));
-      done(code === 'egress_denied' ? 403 : 502, code === 'egress_denied' ? 'deny' : 'allow', code);
+      const refused = (err as { code?: string }).code === 'EGRESS_PRIVATE_ADDRESS';
+      const r = refused ? refusal('egress_denied', err.message) : refusal('upstream_unreachable', 'the upstream could not be reached');
+      refuseSocket(socket, r);
+      done(refused ? 403 : 502, refused ? 'deny' : 'allow', r.code);
     });
     upReq.end();
   }
@@ -178,10 +210,23 @@ export async function startGatewayProxy(opts: GatewayProxyOptions): Promise<{ po
     tunnelServer.emit('connection', tlsSocket);
   }
 
-  /** The tunnel's first bytes: TLS is terminated here, anything else is HTTP in the clear. */
+  /**
+   * The tunnel's first bytes: TLS is terminated here, anything else is HTTP in the clear,
+   * except on port 443, where a cleartext first byte is refused (issue 9, hole 7): nothing
+   * sent to the HTTPS port of an API may leave the gateway unencrypted.
+   */
   function startTunnel(socket: Socket, first: Buffer, authority: { host: string; port: number }, identity: Identity): void {
     socket.pause();
     socket.unshift(first);
+    if (first[0] !== 0x16 && authority.port === 443) {
+      refuseSocket(socket, refusal('cleartext_not_allowed', 'this tunnel goes to port 443: speak TLS in it'));
+      opts.audit({
+        environment_id: identity.environmentId, developer_id: identity.developerId, method: 'CONNECT', host: authority.host, path: '/',
+        connector: null, category: null, credential: 'none', decision: 'deny', reason: 'cleartext_not_allowed', matched_rules: [],
+        approval_id: null, grant_id: null, status: 403, upstream_status: null, bytes_in: 0, bytes_out: 0, duration_ms: 0,
+      });
+      return;
+    }
     if (first[0] === 0x16) {
       opts.sni(authority.host, (err, context) => {
         if (err || !context) {
@@ -227,7 +272,6 @@ export async function startGatewayProxy(opts: GatewayProxyOptions): Promise<{ po
   mitm.onRequest((ctx: IContext, _callback) => {
     const req = ctx.clientToProxyRequest;
     const res = ctx.proxyToClientResponse;
-    const opt = ctx.proxyToServerRequestOptions as { host?: string; port?: number } | undefined;
     void (async () => {
       let identity: Identity | null;
       try {
@@ -241,7 +285,11 @@ export async function startGatewayProxy(opts: GatewayProxyOptions): Promise<{ po
         sendRefusal(req, res, refusal('proxy_auth_required', 'send Proxy-Authorization: Basic base64(<environment id>:<password>)'));
         return;
       }
-      const target: Target = { host: String(opt?.host ?? '').toLowerCase(), port: Number(opt?.port ?? 80), tls: false };
+      const target = proxyTarget(req);
+      if (!target) {
+        sendRefusal(req, res, refusal('egress_denied', 'a proxy request needs an absolute http(s) URL with a valid host'));
+        return;
+      }
       await opts.pipeline(req, res, target, identity);
     })().catch((err) => {
       log.error({ err }, 'proxy request failed');
@@ -262,6 +310,9 @@ export async function startGatewayProxy(opts: GatewayProxyOptions): Promise<{ po
   });
   listening = true;
   const server = (mitm as unknown as { httpServer: Server }).httpServer;
+  server.prependListener('request', (req: ProxyRequest) => {
+    req[kOriginalUrl] = req.url;
+  });
   server.keepAliveTimeout = 30_000;
   // Upgrades on the proxy port itself (ws:// through a plain HTTP proxy) take the same path
   // as upgrades inside tunnels; the library's own WebSocket relay (which would connect
@@ -271,11 +322,9 @@ export async function startGatewayProxy(opts: GatewayProxyOptions): Promise<{ po
     void identify(req.headers['proxy-authorization']).then(
       (identity) => {
         if (!identity) return refuseSocket(socket, refusal('proxy_auth_required', 'send Proxy-Authorization: Basic base64(<environment id>:<password>)'));
-        const m = /^http:\/\/([^/]+)(\/.*)?$/.exec(req.url ?? '');
-        const authority = parseAuthority(m ? m[1] : req.headers.host, 80);
-        if (!authority) return refuseSocket(socket, refusal('egress_denied', 'the upgrade request names no host'));
-        req.url = m ? m[2] ?? '/' : req.url;
-        void passThroughUpgrade(req, socket, head, { target: { ...authority, tls: false }, identity });
+        const target = proxyTarget(req);
+        if (!target) return refuseSocket(socket, refusal('egress_denied', 'the upgrade request names no valid host'));
+        void passThroughUpgrade(req, socket, head, { target, identity });
       },
       (err) => {
         log.error({ err }, 'proxy authentication failed: failing closed');

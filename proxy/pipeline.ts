@@ -1,12 +1,15 @@
 import type { IncomingMessage, ServerResponse, IncomingHttpHeaders } from 'node:http';
 import { PassThrough, Transform, type Duplex, type Readable } from 'node:stream';
+import { createBrotliDecompress, createGunzip, createInflate } from 'node:zlib';
 import type { Dispatcher } from 'undici';
 import { classify, needsBody } from '../policy-engine/classify/index.js';
 import type { Logger } from '../lib/log.js';
 import type { AuditEntryInput } from '../audit/entry.js';
 import type { Upstream } from './upstream.js';
-import { detectCredentials, swapCredentials, type Credential, type CredentialSet } from './credentials.js';
+import { placeCredentials, swapCredentials, type Credential, type CredentialSet } from './credentials.js';
 import { refusal, sendRefusal, type Refusal } from './refusal.js';
+import { authorityMismatch, hostHeader, originForm, type Target } from './authority.js';
+import { StreamRedactor } from './redact.js';
 
 /**
  * The request pipeline of the gateway, in the order of ARCHITECTURE.md: authenticate (done
@@ -18,11 +21,7 @@ export interface Identity {
   developerId: string;
 }
 
-export interface Target {
-  host: string;
-  port: number;
-  tls: boolean;
-}
+export type { Target } from './authority.js';
 
 export type Verdict = 'allow' | 'deny' | 'ask';
 
@@ -44,7 +43,8 @@ export type AuditEntry = AuditEntryInput;
 
 /** What the pipeline needs from the domains; bin/ wires the real services in. */
 export interface GatewayPorts {
-  egressAllows(id: Identity, host: string): Promise<boolean>;
+  /** The effective egress allowlist for host:port (a pattern may name a port). */
+  egressAllows(id: Identity, host: string, port: number): Promise<boolean>;
   credentials(id: Identity): Promise<CredentialSet>;
   decide(id: Identity, req: { connector: string; category: string; task_id?: string; session_id?: string; infrastructure: boolean }): Promise<PolicyDecision>;
   requestApproval(
@@ -168,20 +168,6 @@ function readUpTo(req: Readable, limit: number): Promise<{ body: Buffer; complet
   });
 }
 
-/**
- * The request target in origin-form. An absolute-form target (`GET https://host/path`),
- * which a server must accept (RFC 9112 section 3.2.2), keeps its path and query; before,
- * every target not starting with `/` became `/`, so such a request was classified and
- * forwarded as a request for `/`. The host part is ignored: the tunnel decides the host.
- */
-function originForm(target: string | undefined): string {
-  if (!target) return '/';
-  if (target.startsWith('/')) return target;
-  const m = /^[a-z][a-z0-9+.-]*:\/\/[^/?#]*([^#]*)/i.exec(target);
-  const rest = m ? m[1]! : target.startsWith('?') ? target : '';
-  return rest.startsWith('/') ? rest : `/${rest}`;
-}
-
 function pathOnly(url: string): string {
   const q = url.indexOf('?');
   return q < 0 ? url : url.slice(0, q);
@@ -191,6 +177,7 @@ function upstreamError(err: unknown): Refusal {
   const e = err as { code?: string; cause?: { code?: string } };
   const code = e?.code ?? e?.cause?.code;
   if (code === 'EGRESS_PRIVATE_ADDRESS') return refusal('egress_denied', (err as Error).message);
+  if (code === 'GATEWAY_UNREADABLE_ANSWER') return refusal('upstream_unreachable', (err as Error).message);
   if (code === 'UND_ERR_CONNECT_TIMEOUT' || code === 'UND_ERR_HEADERS_TIMEOUT' || code === 'UND_ERR_BODY_TIMEOUT') {
     return refusal('upstream_timeout', 'the upstream did not answer in time');
   }
@@ -229,6 +216,8 @@ class Forward implements Dispatcher.DispatchHandler {
   /** The upstream's body ended. */
   #complete = false;
   #done = false;
+  /** When the answer is redacted and came compressed: the decoders, outermost coding first. */
+  #decoders: Transform[] | null = null;
 
   constructor(
     private readonly x: Exchange,
@@ -257,6 +246,7 @@ class Forward implements Dispatcher.DispatchHandler {
   delivered(): void {
     if (!this.#settle()) return;
     this.x.entry.bytes_out = this.#out;
+    if (this.x.redactor) this.x.entry.redacted = this.x.redactor.replaced > 0;
     this.x.finish(this.#status);
     this.resolve();
   }
@@ -276,10 +266,25 @@ class Forward implements Dispatcher.DispatchHandler {
 
   onResponseStart(c: Dispatcher.DispatchController, statusCode: number, headers: IncomingHttpHeaders): void {
     if (statusCode < 200) return; // 1xx: the final answer follows
+    const redactor = this.x.redactor;
+    let codings: string[] = [];
+    if (redactor) {
+      // We asked for identity; an upstream that compresses anyway is decoded, and one we
+      // cannot decode is refused: an answer that was not checked never reaches the agent.
+      codings = String(headers['content-encoding'] ?? '').toLowerCase().split(',').map((e) => e.trim()).filter((e) => e !== '' && e !== 'identity');
+      if (!codings.every((e) => DECODERS[e] !== undefined)) {
+        return c.abort(Object.assign(new Error(`the upstream answered with Content-Encoding ${String(headers['content-encoding'])}, which the gateway cannot check for the secret`), { code: 'GATEWAY_UNREADABLE_ANSWER' }));
+      }
+    }
     const h: Record<string, string | string[]> = {};
     for (const k in headers) {
       const v = headers[k];
-      if (v !== undefined && !RESPONSE_HOP_BY_HOP.has(k)) h[k] = v;
+      if (v === undefined || RESPONSE_HOP_BY_HOP.has(k)) continue;
+      if (redactor) {
+        // The body changes length; a decoded body is no longer encoded.
+        if (k === 'content-length' || k === 'content-md5' || k === 'digest' || (codings.length > 0 && k === 'content-encoding')) continue;
+        h[k] = Array.isArray(v) ? v.map((one) => redactor.header(one)) : redactor.header(v);
+      } else h[k] = v;
     }
     try {
       this.x.res.writeHead(statusCode, h);
@@ -289,10 +294,20 @@ class Forward implements Dispatcher.DispatchHandler {
     this.#started = true;
     this.#status = statusCode;
     this.x.entry.upstream_status = statusCode;
+    if (codings.length > 0) this.#startDecoding(codings);
   }
 
   onResponseData(c: Dispatcher.DispatchController, chunk: Buffer): void {
     this.#out += chunk.length;
+    const decoders = this.#decoders;
+    if (decoders) {
+      if (!decoders[0]!.write(chunk) && !c.paused) {
+        c.pause();
+        decoders[0]!.once('drain', () => c.resume());
+      }
+      return;
+    }
+    if (this.x.redactor) return this.#writeRedacted(this.x.redactor.push(chunk), c);
     if (!this.x.res.write(chunk) && !c.paused) {
       c.pause();
       this.x.res.once('drain', onResponseDrain);
@@ -301,8 +316,11 @@ class Forward implements Dispatcher.DispatchHandler {
 
   onResponseEnd(): void {
     this.#complete = true;
-    this.x.res.once('finish', onResponseFinish);
-    this.x.res.end();
+    if (this.#decoders) {
+      this.#decoders[0]!.end();
+      return; // the last decoder's 'end' finishes the answer
+    }
+    this.#endBody();
   }
 
   onResponseError(_c: Dispatcher.DispatchController, err: Error): void {
@@ -322,7 +340,51 @@ class Forward implements Dispatcher.DispatchHandler {
       this.resolve();
     }
   }
+
+  #endBody(): void {
+    if (this.x.redactor) for (const piece of this.x.redactor.end()) this.x.res.write(piece);
+    this.x.res.once('finish', onResponseFinish);
+    this.x.res.end();
+  }
+
+  /** Writes redacted pieces; pauses `source` (the upstream or the decoder) while the agent's buffer is full. */
+  #writeRedacted(pieces: Buffer[], source: { pause(): void; resume(): void; paused?: boolean } | null): void {
+    const res = this.x.res;
+    let ok = true;
+    for (const piece of pieces) ok = res.write(piece);
+    if (!ok && source && source.paused !== true) {
+      source.pause();
+      res.once('drain', () => source.resume());
+    }
+  }
+
+  #startDecoding(codings: string[]): void {
+    // Content-Encoding lists codings in the order applied: undo the last one first.
+    const decoders = codings.reverse().map((e) => DECODERS[e]!());
+    for (let i = 0; i + 1 < decoders.length; i++) decoders[i]!.pipe(decoders[i + 1]!);
+    const last = decoders[decoders.length - 1]!;
+    const redactor = this.x.redactor!;
+    last.on('data', (d: Buffer) => this.#writeRedacted(redactor.push(d), last));
+    last.once('end', () => this.#endBody());
+    for (const d of decoders) {
+      d.once('error', () => {
+        // Headers are out: all that is left is to cut the answer short.
+        this.controller?.abort(new Error('the upstream\'s compressed answer could not be decoded'));
+        this.x.res.destroy();
+        this.delivered();
+      });
+    }
+    this.#decoders = decoders;
+  }
 }
+
+/** Content codings the gateway can decode to redact an answer. */
+const DECODERS: Record<string, (() => Transform) | undefined> = {
+  gzip: createGunzip,
+  'x-gzip': createGunzip,
+  deflate: createInflate,
+  br: createBrotliDecompress,
+};
 
 /** Everything the pipeline is built with, shared by every exchange. */
 interface Settings {
@@ -357,6 +419,8 @@ class Exchange {
   body: Buffer | null = null;
   bodyComplete: boolean;
   rest: Readable | undefined = undefined;
+  /** Set when a real value was swapped in: the answer is redacted of it. */
+  redactor: StreamRedactor | null = null;
 
   constructor(
     readonly s: Settings,
@@ -406,14 +470,18 @@ class Exchange {
   async run(): Promise<void> {
     const { s, target, id, req, url, method, entry } = this;
     try {
-      if (s.managementTargets.has(`${target.host.toLowerCase()}:${target.port}`)) {
+      // What was checked is what the upstream gets: a Host naming another host would be
+      // routed there by the upstream's virtual hosting (issue 9, hole 2).
+      const mismatch = authorityMismatch(req, target);
+      if (mismatch) return this.refuse(refusal('host_mismatch', mismatch));
+      if (s.managementTargets.has(`${target.host}:${target.port}`)) {
         return this.refuse(refusal('egress_denied', 'the management API is not reachable through the gateway'));
       }
-      if (!(await s.ports.egressAllows(id, target.host))) {
+      if (!(await s.ports.egressAllows(id, target.host, target.port))) {
         return this.refuse(refusal('egress_denied', `${target.host} is not on this environment's egress allowlist`));
       }
-      const pre = await s.upstream.precheck(target.host);
-      if (!pre.ok) return this.refuse(refusal('egress_denied', pre.reason));
+      const pre = await s.upstream.precheck(target.host, target.port);
+      if (!pre.ok) return this.refuse(refusal(pre.code, pre.reason));
 
       const creds = await s.ports.credentials(id);
       const wantBody = this.hasBody && ((creds.byToken.size > 0 && textual(this.contentType)) || needsBody({ method, host: target.host, path: url, headers: req.headers }));
@@ -424,37 +492,57 @@ class Exchange {
         this.rest = r.rest;
       }
 
-      const found = detectCredentials({ url, headers: req.headers, body: this.bodyComplete ? this.body : null }, creds);
-      const denied = found.find((c) => !c.hostAllowed(target.host));
-      if (denied) {
-        entry.connector = denied.connector;
-        entry.credential = denied.kind;
-        return this.refuse(refusal('secret_host_not_allowed', `this credential may not be sent to ${target.host}`));
-      }
-
+      const parts = { url, headers: req.headers, body: this.bodyComplete ? this.body : null, contentType: this.contentType };
+      const placed = placeCredentials(parts, creds);
+      const found = placed.found;
       if (found.length > 0) {
+        const first = found[0]!;
+        const denied = found.find((c) => !c.hostAllowed(target.host, target.port));
+        const blame = (c: Credential) => {
+          entry.connector = c.connector;
+          entry.credential = c.kind;
+        };
+        // A credential never goes out in cleartext (issue 9, hole 7); said so when the host
+        // would otherwise be one of its hosts, else the host is what is wrong.
+        if (!target.tls && (!denied || denied.hostAllowed(target.host, 443))) {
+          blame(denied ?? first);
+          return this.refuse(refusal('cleartext_not_allowed', 'credentials are only sent over TLS: use https://'));
+        }
+        if (denied) {
+          blame(denied);
+          return this.refuse(refusal('secret_host_not_allowed', `this credential may not be sent to ${hostHeader(target)}`));
+        }
+        if (placed.misplaced) {
+          blame(placed.misplaced.credential);
+          return this.refuse(refusal('secret_location_not_allowed',
+            `a credential was found in ${placed.misplaced.where}; it is only swapped into the Authorization header (Bearer, token or Basic) or the places its secret's inject list names`));
+        }
         const stopped = await this.evaluate(found);
         if (stopped === 'done') return;
         if (stopped) return this.refuse(stopped.r, stopped.decision, stopped.reason);
       }
 
-      // Swap, then forward.
+      // Swap (only the slots found above), then forward.
       let outUrl = url;
       let outHeaders: Record<string, string | string[] | undefined> = req.headers;
       if (found.length > 0) {
         const values = new Map<string, string>();
         for (const c of found) values.set(c.token, await c.value());
-        const swapped = swapCredentials({ url, headers: req.headers, body: this.bodyComplete ? this.body : null, contentType: this.contentType }, values);
+        const swapped = swapCredentials(parts, placed, values);
         outUrl = swapped.url;
         outHeaders = swapped.headers;
-        if (this.bodyComplete) this.body = swapped.body;
+        if (parts.body) this.body = swapped.body;
+        this.redactor = new StreamRedactor(swapped.redactions);
       }
       const headers: Record<string, string | string[]> = {};
       for (const k in outHeaders) {
         const v = outHeaders[k];
         if (v !== undefined && !HOP_BY_HOP.has(k)) headers[k] = v;
       }
-      headers.host = headerOnce(req.headers, 'host') ?? (target.port === (target.tls ? 443 : 80) ? target.host : `${target.host}:${target.port}`);
+      headers.host = hostHeader(target);
+      // An answer that may echo the real value is redacted as it streams; ask for it
+      // uncompressed (a compressed one is decoded: Forward).
+      if (this.redactor) headers['accept-encoding'] = 'identity';
       let outBody: Dispatcher.DispatchOptions['body'] = null;
       if (this.hasBody) {
         if (this.bodyComplete) {

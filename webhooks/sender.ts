@@ -1,8 +1,7 @@
-import { lookup as dnsLookup, type LookupAddress } from 'node:dns';
-import { isIP } from 'node:net';
+import type { LookupAddress } from 'node:dns';
 import { performance } from 'node:perf_hooks';
 import { Agent } from 'undici';
-import { privateAddressReason, privateHostReason } from '../lib/net.js';
+import { createEgressGuard } from '../lib/egress-guard.js';
 
 /**
  * The HTTP side of webhook delivery: one POST of the stored body to the endpoint URL.
@@ -10,12 +9,11 @@ import { privateAddressReason, privateHostReason } from '../lib/net.js';
  * - Redirects are never followed (undici's dispatcher does not follow them); a 3xx is a
  *   failed attempt like any other non-2xx (service.md Delivery 1).
  * - One deadline covers the whole attempt: connect, headers and the (discarded) body.
- * - Unless private destinations are allowed (GATEWAY_ALLOW_PRIVATE_UPSTREAMS), a URL whose
- *   host is a private literal is refused before connecting, and a name is resolved by our
- *   own `lookup`, which drops private addresses and hands the socket the address it
- *   checked: the connection goes to that address, so a DNS answer cannot change between
- *   the check and the connect (no rebinding window). Same idea as proxy/upstream.ts, kept
- *   separate on purpose: delivery must not depend on the proxy.
+ * - Unless private destinations are allowed (GATEWAY_ALLOW_PRIVATE_UPSTREAMS), every
+ *   connection goes through lib/egress-guard.ts, the one function the proxy uses too: the
+ *   host canonicalised (`2130706433` is 127.0.0.1), private literals refused without a
+ *   lookup, names resolved once and connected to by the checked address (no rebinding
+ *   window), and the address actually connected to checked again.
  *
  * Every outcome is a value, with a fixed `error` word for failures.
  */
@@ -63,12 +61,6 @@ export interface WebhookSender {
 /** Response bodies are read (so the connection can be reused) and dropped past this. */
 const MAX_RESPONSE_BYTES = 64 * 1024;
 
-function systemResolve(host: string): Promise<LookupAddress[]> {
-  return new Promise((resolve, reject) =>
-    dnsLookup(host, { all: true, verbatim: true }, (err, addrs) => (err ? reject(err) : resolve(addrs))),
-  );
-}
-
 function errorCode(err: unknown): string {
   const e = err as { code?: unknown; cause?: { code?: unknown } } | null;
   return String(e?.code ?? e?.cause?.code ?? '');
@@ -78,7 +70,7 @@ function errorCode(err: unknown): string {
 export function classifyError(err: unknown): DeliveryErrorCode {
   if (err instanceof PrivateDestinationError || (err as { cause?: unknown })?.cause instanceof PrivateDestinationError) return 'private_destination';
   const code = errorCode(err);
-  if (code === 'EWEBHOOK_PRIVATE_DESTINATION') return 'private_destination';
+  if (code === 'EWEBHOOK_PRIVATE_DESTINATION' || code === 'EGRESS_PRIVATE_ADDRESS') return 'private_destination';
   if (code === 'ENOTFOUND' || code === 'EAI_AGAIN' || code === 'EAI_NONAME' || code === 'EAI_FAIL') return 'dns_error';
   if (code === 'ECONNREFUSED') return 'connection_refused';
   if (code === 'ECONNRESET' || code === 'EPIPE' || code === 'UND_ERR_SOCKET' || code === 'UND_ERR_CLOSED') return 'connection_reset';
@@ -91,45 +83,13 @@ export function classifyError(err: unknown): DeliveryErrorCode {
 const DNS_CACHE_MS = 5_000;
 
 export function createWebhookSender(opts: SenderOptions): WebhookSender {
-  const baseResolve = opts.resolve ?? systemResolve;
   const allowPrivate = opts.allowPrivateDestinations;
-  const dnsCache = new Map<string, { at: number; answer: Promise<LookupAddress[]> }>();
-  // Concurrent lookups of one name share one promise. Besides saving work, this matters in
-  // practice: a burst of parallel getaddrinfo calls is where resolvers drop queries and
-  // glibc waits out its 5 s retry, which would hold every attempt in the burst.
-  const resolveHost = (host: string): Promise<LookupAddress[]> => {
-    const key = host.toLowerCase();
-    const now = Date.now();
-    const hit = dnsCache.get(key);
-    if (hit && now - hit.at < DNS_CACHE_MS) return hit.answer;
-    const answer = baseResolve(key);
-    answer.catch(() => {});
-    if (dnsCache.size > 10_000) dnsCache.clear();
-    dnsCache.set(key, { at: now, answer });
-    return answer;
-  };
-
-  /** net.connect's lookup: resolve, keep only addresses we may connect to, connect to those. */
-  function guardedLookup(hostname: string, options: { all?: boolean }, cb: (...args: any[]) => void): void {
-    resolveHost(hostname).then(
-      (all) => {
-        const usable = allowPrivate ? all : all.filter((a) => privateAddressReason(a.address) === null);
-        if (usable.length === 0) {
-          if (all.length === 0) return cb(Object.assign(new Error(`${hostname} has no address`), { code: 'ENOTFOUND' }));
-          return cb(new PrivateDestinationError(hostname, privateAddressReason(all[0]!.address) ?? 'private'));
-        }
-        if (options?.all) return cb(null, usable);
-        cb(null, usable[0]!.address, usable[0]!.family);
-      },
-      (err) => cb(err),
-    );
-  }
-
+  const guard = createEgressGuard({ allowPrivate, dnsCacheMs: DNS_CACHE_MS, ...(opts.resolve ? { resolve: opts.resolve } : {}) });
   const dispatcher = new Agent({
     keepAliveTimeout: 4_000,
     headersTimeout: opts.timeoutMs,
     bodyTimeout: opts.timeoutMs,
-    connect: { lookup: guardedLookup as never, timeout: opts.timeoutMs },
+    connect: guard.connector({ timeout: opts.timeoutMs }) as never,
   });
 
   async function send(url: string, headers: Record<string, string>, body: string, signal?: AbortSignal): Promise<SendResult> {
@@ -142,10 +102,10 @@ export function createWebhookSender(opts: SenderOptions): WebhookSender {
     } catch {
       return done({ ok: false, statusCode: null, error: 'invalid_url' });
     }
-    // An IP literal never reaches the lookup (net.connect skips it), so check it here.
-    const host = u.hostname.replace(/^\[|\]$/g, '');
-    if (!allowPrivate && (privateHostReason(u.hostname) !== null || (isIP(host) !== 0 && privateAddressReason(host) !== null))) {
-      return done({ ok: false, statusCode: null, error: 'private_destination' });
+    // Refused literals (127.0.0.1, [::1], localhost, 2130706433) without a lookup or a connection.
+    if (!allowPrivate) {
+      const check = await guard.check(u.hostname, Number(u.port) || (u.protocol === 'https:' ? 443 : 80));
+      if (!check.ok) return done({ ok: false, statusCode: null, error: check.code === 'egress_denied' ? 'private_destination' : 'dns_error' });
     }
 
     if (signal?.aborted) return done({ ok: false, statusCode: null, error: 'shutdown' });

@@ -41,6 +41,8 @@ export const secretCreateSchema = Joi.object({
   value: Joi.string().allow('').required(),
   allowed_hosts: Joi.array().items(Joi.string()).required(),
   infrastructure: Joi.boolean(),
+  inject: Joi.array().items(Joi.string()).allow(null),
+  allow_minting: Joi.boolean(),
 });
 
 export const hostPatterns = (what: string) => Joi.array().items(Joi.string()).custom(rule((v: string[]) => hostPatternsRule(v, what)));

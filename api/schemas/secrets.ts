@@ -11,6 +11,8 @@ export const secretPutSchema = Joi.object({
   value: Joi.string().allow('').required(),
   allowed_hosts: Joi.array().items(Joi.string()).required(),
   infrastructure: Joi.boolean(),
+  inject: Joi.array().items(Joi.string()).allow(null),
+  allow_minting: Joi.boolean(),
 });
 
 /** PUT `/v1/environments/{id}/egress` and `/v1/egress`: `allow: null` clears the list. */

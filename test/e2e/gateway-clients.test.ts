@@ -95,7 +95,8 @@ describe('real clients through the gateway (service as a process)', function () 
       end_user_id: 'clients-user',
       secrets: {
         GMAIL_TOKEN: { value: GOOGLE_TOKEN, allowed_hosts: ['gmail.googleapis.com', 'www.googleapis.com'] },
-        SLACK_TOKEN: { value: SLACK_TOKEN, allowed_hosts: ['slack.com'] },
+        // Slack also takes the token as a form field: the secret names that place (docs/secrets-egress.md).
+        SLACK_TOKEN: { value: SLACK_TOKEN, allowed_hosts: ['slack.com'], inject: ['form:token'] },
         STRIPE_KEY: { value: STRIPE_KEY, allowed_hosts: ['api.stripe.com'] },
       },
     });
@@ -218,7 +219,7 @@ describe('real clients through the gateway (service as a process)', function () 
   });
 
   describe('Python standard library (urllib.request with HTTPS_PROXY and SSL_CERT_FILE)', () => {
-    it('Slack conversations.history posted with the token in the form body is a read (allowed); the token is swapped in the body', async () => {
+    it('Slack conversations.history posted with the token in the form body (a place the secret names) is a read (allowed); the token is swapped in the body', async () => {
       // As inside a VM: the variable holds the placeholder; proxy and CA come from the environment.
       const script = [
         'import os, sys, urllib.request, urllib.error',

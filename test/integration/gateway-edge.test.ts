@@ -3,14 +3,13 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { once } from 'node:events';
-import { request as httpRequest, type IncomingMessage } from 'node:http';
-import { connect as netConnect } from 'node:net';
-import { connect as tlsConnect, type TLSSocket } from 'node:tls';
+import type { IncomingMessage } from 'node:http';
 import { ProxyAgent, request } from 'undici';
 import { HttpsProxyAgent } from 'https-proxy-agent';
 import { WebSocket, WebSocketServer } from 'ws';
 import { startTestService, type TestService } from '../helpers/service.js';
 import { startFakeUpstream, type FakeUpstream } from '../helpers/upstream.js';
+import { openTunnel, plainProxyRequest, rawConnect, rawTunnelExchange, type Gateway } from '../helpers/proxy-client.js';
 
 const STRIPE_KEY = 'sk_live_51EdgeStripeKeyNeverSeenByTheVm';
 const PLAIN_KEY = 'plain-api-key-0123456789-real';
@@ -29,82 +28,6 @@ interface AuditRecord {
   approval_id: string | null;
   status: number;
   upstream_status: number | null;
-}
-
-interface Gateway {
-  proxy_url: string;
-  ca_cert_pem: string;
-}
-
-interface PlainResponse {
-  status: number;
-  headers: IncomingMessage['headers'];
-  body: string;
-}
-
-/** A proxy request in absolute form on the proxy port itself (plain http://, no CONNECT). */
-function plainProxyRequest(gw: Gateway, url: string, init: { method?: string; headers?: Record<string, string>; body?: string; auth?: boolean } = {}): Promise<PlainResponse> {
-  const proxy = new URL(gw.proxy_url);
-  const headers: Record<string, string> = { host: new URL(url).host, ...init.headers };
-  if (init.auth !== false) {
-    headers['proxy-authorization'] = `Basic ${Buffer.from(`${decodeURIComponent(proxy.username)}:${decodeURIComponent(proxy.password)}`).toString('base64')}`;
-  }
-  if (init.body !== undefined) headers['content-length'] = String(Buffer.byteLength(init.body));
-  return new Promise((resolve, reject) => {
-    const req = httpRequest({ host: proxy.hostname, port: Number(proxy.port), method: init.method ?? 'GET', path: url, headers, agent: false }, (res) => {
-      let body = '';
-      res.setEncoding('utf8');
-      res.on('data', (c: string) => (body += c));
-      res.on('end', () => resolve({ status: res.statusCode ?? 0, headers: res.headers, body }));
-    });
-    req.on('error', reject);
-    req.end(init.body);
-  });
-}
-
-/** A raw CONNECT on the proxy port; resolves with the proxy's answer head and the socket. */
-async function rawConnect(gw: Gateway, authority: string): Promise<{ head: string; socket: import('node:net').Socket }> {
-  const u = new URL(gw.proxy_url);
-  const socket = netConnect(Number(u.port), u.hostname);
-  await once(socket, 'connect');
-  const auth = Buffer.from(`${decodeURIComponent(u.username)}:${decodeURIComponent(u.password)}`).toString('base64');
-  socket.write(`CONNECT ${authority} HTTP/1.1\r\nHost: ${authority}\r\nProxy-Authorization: Basic ${auth}\r\n\r\n`);
-  let head = '';
-  while (!head.includes('\r\n\r\n')) head += String((await once(socket, 'data'))[0]);
-  return { head, socket };
-}
-
-/** A TLS tunnel through the proxy (CONNECT, then TLS with our CA); `read` waits for an answer head. */
-async function openTunnel(gw: Gateway, host: string): Promise<{ tls: TLSSocket; received(): string; read(ms?: number): Promise<string> }> {
-  const { head, socket } = await rawConnect(gw, `${host}:443`);
-  expect(head).to.match(/^HTTP\/1\.1 200 /);
-  const tls: TLSSocket = tlsConnect({ socket, servername: host, ca: gw.ca_cert_pem });
-  await once(tls, 'secureConnect');
-  tls.on('error', () => undefined);
-  let buffered = '';
-  tls.on('data', (d) => (buffered += d));
-  return {
-    tls,
-    received: () => buffered,
-    /** Everything received once an answer head arrived (or after `ms`), then clears the buffer. */
-    async read(ms = 2000) {
-      const deadline = Date.now() + ms;
-      while (!buffered.includes('\r\n\r\n') && Date.now() < deadline) await new Promise((r) => setTimeout(r, 10));
-      await new Promise((r) => setTimeout(r, 20));
-      const out = buffered;
-      buffered = '';
-      return out;
-    },
-  };
-}
-
-/** One raw HTTP/1.1 exchange inside a tunnel (`Connection: close`); resolves with the whole answer. */
-async function rawTunnelExchange(gw: Gateway, host: string, requestText: string): Promise<string> {
-  const t = await openTunnel(gw, host);
-  t.tls.write(requestText);
-  await once(t.tls, 'end');
-  t.tls.destroy();
-  return t.received();
 }
 
 /**
@@ -251,24 +174,27 @@ describe('gateway edge cases (service level)', function () {
   });
 
   describe('plain http:// through the proxy (absolute form, no CONNECT)', () => {
-    it('with Proxy-Authorization: authenticated, classified, the placeholder swapped in header and JSON body, proxy headers stripped', async () => {
-      const r = await plainProxyRequest(gw, 'http://plain.example.test/v1/things?page=2', { headers: { authorization: `Bearer ${ph.PLAIN_KEY}` } });
+    it('with Proxy-Authorization and no credential: forwarded as it is, Host kept, proxy headers stripped, audited', async () => {
+      const r = await plainProxyRequest(gw, 'http://plain.example.test/v1/things?page=2', { headers: { 'x-trace': 'abc' } });
       expect(r.status, r.body).to.equal(200);
       expect(plain.seen).to.have.length(1);
       expect(plain.seen[0]).to.include({ method: 'GET', url: '/v1/things?page=2' });
-      expect(plain.seen[0]!.headers.authorization).to.equal(`Bearer ${PLAIN_KEY}`);
+      expect(plain.seen[0]!.headers['x-trace']).to.equal('abc');
       expect(plain.seen[0]!.headers.host).to.equal('plain.example.test');
       expect(plain.seen[0]!.headers).to.not.have.property('proxy-authorization');
+      const [get] = await audited(1);
+      expect(get).to.include({ method: 'GET', host: 'plain.example.test', credential: 'none', decision: 'allow', reason: 'no_credential', status: 200 });
+    });
 
-      const w = await plainProxyRequest(gw, 'http://plain.example.test/v1/things', {
-        method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ key: ph.PLAIN_KEY, n: 1 }),
-      });
-      expect(w.status, w.body).to.equal(200);
-      expect(JSON.parse(plain.seen[1]!.body.toString())).to.deep.equal({ key: PLAIN_KEY, n: 1 });
-
-      const [post, get] = await audited(2);
-      expect(get).to.include({ method: 'GET', host: 'plain.example.test', connector: 'secret:PLAIN_KEY', category: 'read', decision: 'allow', reason: 'rule', status: 200 });
-      expect(post).to.include({ method: 'POST', connector: 'secret:PLAIN_KEY', category: 'write', decision: 'allow', reason: 'rule', status: 200 });
+    // Regression (issue 9, hole 7): plain http:// once had the real key swapped in, so it
+    // crossed the network in cleartext.
+    it('a placeholder in a cleartext request is refused 403 cleartext_not_allowed; nothing is forwarded', async () => {
+      const r = await plainProxyRequest(gw, 'http://plain.example.test/v1/things?page=2', { headers: { authorization: `Bearer ${ph.PLAIN_KEY}` } });
+      expect(r.status, r.body).to.equal(403);
+      expect(r.headers['x-gateway-error']).to.equal('cleartext_not_allowed');
+      expect(plain.seen).to.have.length(0);
+      const [e] = await audited(1);
+      expect(e).to.include({ host: 'plain.example.test', connector: 'secret:PLAIN_KEY', credential: 'secret', decision: 'deny', reason: 'cleartext_not_allowed', status: 403 });
     });
 
     it('407 proxy_auth_required without credentials or with a wrong password; nothing is forwarded', async () => {

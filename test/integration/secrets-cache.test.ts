@@ -64,8 +64,8 @@ describe('secrets and egress: gateway lookups and cache', function () {
       expect(envKey.value()).to.equal('env-plain');
       const devKey = s.byPlaceholder.get(d.placeholder)!;
       expect(devKey).to.include({ name: 'DEV_KEY', connector: 'secret:DEV_KEY', level: 'developer', infrastructure: false });
-      expect(devKey.hostAllowed('x.dev.com')).to.equal(true);
-      expect(devKey.hostAllowed('dev.com')).to.equal(false);
+      expect(devKey.hostAllowed('x.dev.com', 443)).to.equal(true);
+      expect(devKey.hostAllowed('dev.com', 443)).to.equal(false);
       expect(devKey.value()).to.equal('dev-plain');
     });
 
@@ -123,8 +123,8 @@ describe('secrets and egress: gateway lookups and cache', function () {
       s = (await o.secrets.secretsForEnvironment(env.id))!;
       const g = s.byPlaceholder.get(created.secret.placeholder)!;
       expect(g.value()).to.equal('two');
-      expect(g.hostAllowed('api.stripe.com')).to.equal(false);
-      expect(g.hostAllowed('api2.stripe.com')).to.equal(true);
+      expect(g.hostAllowed('api.stripe.com', 443)).to.equal(false);
+      expect(g.hostAllowed('api2.stripe.com', 443)).to.equal(true);
       const eg = (await o.egress.effectiveEgress(env.id))!;
       expect(eg.allows('api.stripe.com')).to.equal(false);
       expect(eg.allows('api2.stripe.com')).to.equal(true);

@@ -184,7 +184,9 @@ describe('secrets: endpoints', function () {
         ['a value over 64 KiB', 'S', { value: 'x'.repeat(64 * 1024 + 1), allowed_hosts: ['a.com'] }],
         ['no allowed hosts', 'S', { value: 'v', allowed_hosts: [] }],
         ['a URL as host', 'S', { value: 'v', allowed_hosts: ['https://a.com/x'] }],
-        ['a host with a port', 'S', { value: 'v', allowed_hosts: ['a.com:443'] }],
+        ['a host with port 0', 'S', { value: 'v', allowed_hosts: ['a.com:0'] }],
+        ['a host with port 65536', 'S', { value: 'v', allowed_hosts: ['a.com:65536'] }],
+        ['a host with an empty port', 'S', { value: 'v', allowed_hosts: ['a.com:'] }],
         ['a wildcard in the middle', 'S', { value: 'v', allowed_hosts: ['a.*.com'] }],
         ['an empty host', 'S', { value: 'v', allowed_hosts: [''] }],
       ];

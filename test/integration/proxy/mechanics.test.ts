@@ -40,7 +40,9 @@ describe('gateway proxy mechanics', function () {
 
   const secret: Credential = {
     token: PLACEHOLDER, connector: 'secret:STRIPE', kind: 'secret', infrastructure: false,
-    hostAllowed: (h) => h === 'api.stripe.com', value: () => REAL,
+    hostAllowed: (h, port) => h === 'api.stripe.com' && port === 443, value: () => REAL, allowMinting: false,
+    // The Authorization header, and (as a secret's inject list `json:key` would) the JSON field `key`.
+    slots: [{ in: 'authorization' }, { in: 'json', path: ['key'] }],
   };
 
   before(async () => {
@@ -63,7 +65,7 @@ describe('gateway proxy mechanics', function () {
       extraCa: up.ca.certPem,
     });
     const ports: GatewayPorts = {
-      egressAllows: async (_id, host) => allowed.has(host),
+      egressAllows: async (_id, host, _port) => allowed.has(host),
       credentials: async () => ({ byToken: new Map([[PLACEHOLDER, secret]]) }),
       decide: async () => decision,
       requestApproval: async (_id, req) => {
@@ -78,6 +80,7 @@ describe('gateway proxy mechanics', function () {
       host: '127.0.0.1', port: 0, sslCaDir: await prepareMitmCaDir(dir, ca), sni: createSniCallback(issuer),
       authenticate: async (u, p) => (u === ENV && p === 'pw' ? ID : null),
       egressAllows: ports.egressAllows, credentials: ports.credentials, pipeline, upstream, audit: ports.audit, log: silentLogger,
+      managementTargets: new Set(['127.0.0.1:1']),
     });
   });
   after(async () => {
@@ -129,7 +132,7 @@ describe('gateway proxy mechanics', function () {
     expect(JSON.stringify(audit)).to.not.include(REAL);
   });
 
-  it('swaps inside a JSON body and keeps keep-alive working across requests', async () => {
+  it('swaps inside a JSON body field the secret names and keeps keep-alive working across requests', async () => {
     const a = agent();
     for (let i = 0; i < 3; i++) {
       const r = await request('https://api.stripe.com/v1/things', {

@@ -1,6 +1,6 @@
 import { expect } from 'chai';
 import { LIMITS, redactPath, sanitizeEntry, toAuditEntry, type AuditEntryInput } from '../../../audit/entry.js';
-import { chainRows, EMPTY_HEAD } from '../../../audit/chain.js';
+import { chainRows, EMPTY_HEAD, entryHash } from '../../../audit/chain.js';
 
 const base: AuditEntryInput = {
   developer_id: 'dev_000000000000000000000001',
@@ -55,8 +55,9 @@ describe('audit entry (audit/entry)', () => {
       expect(Object.keys(row).sort()).to.deep.equal([
         'approval_id', 'bytes_in', 'bytes_out', 'category', 'connector', 'created_at', 'credential', 'decision',
         'developer_id', 'duration_ms', 'environment_id', 'grant_id', 'host', 'id', 'matched_rules', 'method', 'path',
-        'reason', 'status', 'upstream_status',
+        'reason', 'redacted', 'status', 'upstream_status',
       ]);
+      expect(row.redacted).to.equal(false);
       expect(row.path).to.equal('/x?q=[redacted]');
       expect(row.matched_rules).to.equal('[0,3]');
       expect(row.created_at).to.equal(1000);
@@ -121,5 +122,22 @@ describe('audit entry (audit/entry)', () => {
     expect(e.matched_rules).to.deep.equal([0, 3]);
     expect(e.prev_hash).to.equal('0'.repeat(64));
     expect(e.hash).to.match(/^[0-9a-f]{64}$/);
+  });
+
+  it('toAuditEntry: a redacted entry adds redacted: true after duration_ms; its hash covers it, an unredacted one hashes as before', () => {
+    const at = Date.UTC(2026, 10, 22, 10);
+    const plain = sanitizeEntry(base, 'aud_0123456789abcdef01234567', at);
+    const redacted = sanitizeEntry({ ...base, redacted: true }, 'aud_0123456789abcdef01234567', at);
+    const [p] = chainRows(EMPTY_HEAD, [plain]).rows;
+    const [r] = chainRows(EMPTY_HEAD, [redacted]).rows;
+    const e = toAuditEntry(r!);
+    expect(Object.keys(e).slice(-4)).to.deep.equal(['duration_ms', 'redacted', 'prev_hash', 'hash']);
+    expect(e.redacted).to.equal(true);
+    expect(toAuditEntry(p!)).to.not.have.property('redacted');
+    // The same entry with the flag flipped no longer matches its hash, in both directions.
+    expect(r!.hash).to.not.equal(p!.hash);
+    expect(entryHash(p!.prev_hash, { ...p!, redacted: false })).to.equal(p!.hash);
+    expect(entryHash(p!.prev_hash, { ...p!, redacted: true })).to.not.equal(p!.hash);
+    expect(entryHash(r!.prev_hash, { ...r!, redacted: 0 })).to.not.equal(r!.hash);
   });
 });

@@ -25,6 +25,8 @@ function secret(name: string, hosts: string[], opts: Partial<SnapshotSecret> & {
     placeholder: newPlaceholder(),
     allowedHosts: hosts,
     infrastructure: opts.infrastructure ?? false,
+    inject: opts.inject ?? null,
+    allowMinting: opts.allowMinting ?? false,
     valueEnc: keyring.encrypt(opts.value ?? `value-of-${name}`, secretContext(DEV, scope, name)),
   };
 }
@@ -75,14 +77,18 @@ describe('secrets index of a snapshot', () => {
     const ga = idx.byPlaceholder.get(a.placeholder)!;
     expect(ga).to.include({ name: 'A_KEY', connector: 'secret:A_KEY', level: 'environment', infrastructure: false, token: a.placeholder, kind: 'secret' });
     expect(ga.allowedHosts.allows('api.a.com')).to.equal(true);
-    expect(ga.hostAllowed('API.A.COM')).to.equal(true);
-    expect(ga.hostAllowed('a.com')).to.equal(false);
+    expect(ga.hostAllowed('API.A.COM', 443)).to.equal(true);
+    expect(ga.hostAllowed('a.com', 443)).to.equal(false);
+    // A pattern without a port is port 443 only (issue 9, hole 7).
+    expect(ga.hostAllowed('api.a.com', 8443)).to.equal(false);
+    expect(ga.slots).to.deep.equal([{ in: 'authorization' }]);
+    expect(ga.allowMinting).to.equal(false);
     expect(ga.value()).to.equal('plain-a');
     expect(ga.value()).to.equal('plain-a');
     const gb = idx.byName.get('B_KEY')!;
     expect(gb).to.include({ connector: 'secret:B_KEY', level: 'developer', infrastructure: true });
-    expect(gb.hostAllowed('x.b.com')).to.equal(true);
-    expect(gb.hostAllowed('b.com')).to.equal(false);
+    expect(gb.hostAllowed('x.b.com', 443)).to.equal(true);
+    expect(gb.hostAllowed('b.com', 443)).to.equal(false);
     expect(gb.value()).to.equal('plain-b');
   });
 
