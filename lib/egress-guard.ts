@@ -72,6 +72,18 @@ export interface ConnectorOptions {
  */
 export function canonicalHost(input: string): string | null {
   if (typeof input !== 'string') return null;
+  const hit = canonicalCache.get(input);
+  if (hit !== undefined) return hit;
+  const out = canonicalize(input);
+  if (canonicalCache.size >= 10_000) canonicalCache.clear();
+  canonicalCache.set(input, out);
+  return out;
+}
+
+/** canonicalHost's answers: the URL parser costs a few µs, and a gateway sees few distinct hosts. */
+const canonicalCache = new Map<string, string | null>();
+
+function canonicalize(input: string): string | null {
   let h = input.trim();
   if (h === '' || h.length > 1000) return null;
   if (h.startsWith('[') && h.endsWith(']')) h = h.slice(1, -1);

@@ -318,11 +318,24 @@ const HEADER_SAFE = /^[\t\x20-\x7e\x80-\xff]*$/;
  * Every spelling of `value` an upstream is likely to echo (raw, JSON-escaped with and
  * without `\/`, percent-encoded, form-encoded, HTML-escaped), each shown as `token`.
  */
-export function redactionsFor(value: string, token: string): Redaction[] {
+export function redactionsFor(value: string, token: string): readonly Redaction[] {
+  const key = `${token}\u0000${value}`;
+  const hit = redactionLists.get(key);
+  if (hit) return hit;
   const html = value.replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;').replace(/"/g, '&quot;').replace(/'/g, '&#39;');
   const forms = [value, jsonEscape(value), jsonEscape(value).replace(/\//g, '\\/'), encodeURIComponent(value), encodeURIComponent(value).replace(/%20/g, '+'), html];
-  return [...new Set(forms)].filter((s) => s.length > 0).map((sent) => ({ sent, shown: token }));
+  const list = Object.freeze([...new Set(forms)].filter((s) => s.length > 0).map((sent) => Object.freeze({ sent, shown: token })));
+  if (redactionLists.size >= 1000) redactionLists.delete(redactionLists.keys().next().value as string);
+  redactionLists.set(key, list);
+  return list;
 }
+
+/**
+ * Redaction lists by credential and value, built once: a frozen list is also compiled once
+ * by the redactor (proxy/redact.ts). Bounded; values are in this process's memory anyway
+ * (the secrets snapshot keeps them for its life).
+ */
+const redactionLists = new Map<string, readonly Redaction[]>();
 
 /**
  * The request with each slot's token replaced by its real value (`values` by token),
@@ -330,9 +343,11 @@ export function redactionsFor(value: string, token: string): Redaction[] {
  * (CR/LF would split it). Only `placement.hits` are touched: a token anywhere else is
  * left as it is (and a request with one is refused before this runs).
  */
-export function swapCredentials(req: RequestParts, placement: Placement, values: ReadonlyMap<string, string>): { url: string; headers: Headers; body: Buffer | null; redactions: Redaction[] } {
-  const redactions: Redaction[] = [];
-  for (const [token, value] of values) redactions.push(...redactionsFor(value, token));
+export function swapCredentials(req: RequestParts, placement: Placement, values: ReadonlyMap<string, string>): { url: string; headers: Headers; body: Buffer | null; redactions: readonly Redaction[] } {
+  // One credential in the Authorization header (the common request): its cached list as it is.
+  let redactions: readonly Redaction[] | Redaction[] = [];
+  for (const [token, value] of values) redactions = redactions.length === 0 ? redactionsFor(value, token) : [...redactions, ...redactionsFor(value, token)];
+  const extra: Redaction[] = [];
   const real = (t: string): string => {
     const v = values.get(t);
     if (v === undefined) throw new Error('a credential in a slot has no value');
@@ -375,7 +390,7 @@ export function swapCredentials(req: RequestParts, placement: Placement, values:
         const out = `${h.user ? real(h.user) : user}${colon < 0 && !h.pass ? '' : ':'}${h.pass ? real(h.pass) : pass}`;
         const blob = Buffer.from(out, 'utf8').toString('base64');
         const agentBlob = Buffer.from(decoded, 'utf8').toString('base64');
-        redactions.push({ sent: blob, shown: agentBlob });
+        extra.push({ sent: blob, shown: agentBlob });
         setHeader(h.header, h.index, `Basic ${blob}`);
         break;
       }
@@ -415,5 +430,5 @@ export function swapCredentials(req: RequestParts, placement: Placement, values:
     for (const t of jsonTokens) text = text.split(t).join(jsonEscape(real(t)));
     body = Buffer.from(text, 'utf8');
   }
-  return { url, headers, body, redactions };
+  return { url, headers, body, redactions: extra.length > 0 ? [...redactions, ...extra] : redactions };
 }

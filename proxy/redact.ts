@@ -13,29 +13,56 @@
 export interface RedactPair {
   find: Buffer;
   replace: Buffer;
+  /** The same as latin1 strings, for header values (Node hands headers over as latin1). */
+  findText: string;
+  replaceText: string;
+}
+
+/** A redaction list compiled once: the per-request object only keeps its state. */
+interface Compiled {
+  pairs: RedactPair[];
+  first: Uint8Array;
+  maxLen: number;
+}
+
+/** Lists compiled before (the same array comes back for the same credential: credentials.ts). */
+const compiledLists = new WeakMap<readonly object[], Compiled>();
+
+function compile(pairs: readonly { sent: string; shown: string }[]): Compiled {
+  const hit = compiledLists.get(pairs);
+  if (hit) return hit;
+  const seen = new Set<string>();
+  const list: RedactPair[] = [];
+  for (const p of pairs) {
+    if (p.sent.length === 0 || p.sent === p.shown || seen.has(p.sent)) continue;
+    seen.add(p.sent);
+    const find = Buffer.from(p.sent, 'utf8');
+    const replace = Buffer.from(p.shown, 'utf8');
+    list.push({ find, replace, findText: find.toString('latin1'), replaceText: replace.toString('latin1') });
+  }
+  // Longest first: at one position the longest spelling wins (a value inside its own encoding).
+  list.sort((a, b) => b.find.length - a.find.length);
+  const first = new Uint8Array(256);
+  for (const p of list) first[p.find[0]!] = 1;
+  const compiled = { pairs: list, first, maxLen: list.reduce((m, p) => Math.max(m, p.find.length), 0) };
+  if (Object.isFrozen(pairs)) compiledLists.set(pairs, compiled);
+  return compiled;
 }
 
 export class StreamRedactor {
   readonly #pairs: RedactPair[];
-  readonly #first = new Uint8Array(256);
+  readonly #first: Uint8Array;
   readonly #maxLen: number;
   #carry: Buffer | null = null;
   /** How many values were replaced so far (headers and body). */
   replaced = 0;
 
+  /** `pairs` frozen (as credentials.ts hands them out) are compiled once and reused. */
   constructor(pairs: readonly { sent: string; shown: string }[]) {
-    const seen = new Set<string>();
-    const list: RedactPair[] = [];
-    for (const p of pairs) {
-      if (p.sent.length === 0 || p.sent === p.shown || seen.has(p.sent)) continue;
-      seen.add(p.sent);
-      list.push({ find: Buffer.from(p.sent, 'utf8'), replace: Buffer.from(p.shown, 'utf8') });
-    }
-    // Longest first: at one position the longest spelling wins (a value inside its own encoding).
-    list.sort((a, b) => b.find.length - a.find.length);
-    this.#pairs = list;
-    this.#maxLen = list.reduce((m, p) => Math.max(m, p.find.length), 0);
-    for (const p of list) this.#first[p.find[0]!] = 1;
+    const c = compile(pairs);
+    this.#pairs = c.pairs;
+    this.#first = c.first;
+    this.#maxLen = c.maxLen;
   }
 
   get active(): boolean {
@@ -46,11 +73,10 @@ export class StreamRedactor {
   header(value: string): string {
     let out = value;
     for (const p of this.#pairs) {
-      const find = p.find.toString('latin1');
-      if (!out.includes(find)) continue;
-      const parts = out.split(find);
+      if (!out.includes(p.findText)) continue;
+      const parts = out.split(p.findText);
       this.replaced += parts.length - 1;
-      out = parts.join(p.replace.toString('latin1'));
+      out = parts.join(p.replaceText);
     }
     return out;
   }
