@@ -325,8 +325,12 @@ export function redactionsFor(value: string, token: string): readonly Redaction[
   const html = value.replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;').replace(/"/g, '&quot;').replace(/'/g, '&#39;');
   const forms = [value, jsonEscape(value), jsonEscape(value).replace(/\//g, '\\/'), encodeURIComponent(value), encodeURIComponent(value).replace(/%20/g, '+'), html];
   const list = Object.freeze([...new Set(forms)].filter((s) => s.length > 0).map((sent) => Object.freeze({ sent, shown: token })));
-  if (redactionLists.size >= 1000) redactionLists.delete(redactionLists.keys().next().value as string);
-  redactionLists.set(key, list);
+  // Bounded by count and by size: a 64 KiB value (the secret limit) and its spellings are
+  // not worth keeping, 1000 typical keys (~100 bytes each, six spellings) are under 1 MiB.
+  if (value.length <= 1024) {
+    if (redactionLists.size >= 1000) redactionLists.delete(redactionLists.keys().next().value as string);
+    redactionLists.set(key, list);
+  }
   return list;
 }
 
