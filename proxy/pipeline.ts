@@ -216,7 +216,9 @@ class Forward implements Dispatcher.DispatchHandler {
   /** The upstream's body ended. */
   #complete = false;
   #done = false;
-  /** When the answer is redacted and came compressed: the decoders, outermost coding first. */
+  /** When the answer is redacted and came compressed: its codings, decoded from the first body byte on. */
+  #codings: string[] | null = null;
+  /** The decoders once started, outermost coding first. */
   #decoders: Transform[] | null = null;
 
   constructor(
@@ -268,7 +270,9 @@ class Forward implements Dispatcher.DispatchHandler {
     if (statusCode < 200) return; // 1xx: the final answer follows
     const redactor = this.x.redactor;
     let codings: string[] = [];
-    if (redactor) {
+    // No body follows (HEAD, 204, 304): the headers describe a body that is not here, so they stay.
+    const bodyless = this.x.method === 'HEAD' || statusCode === 204 || statusCode === 304;
+    if (redactor && !bodyless) {
       // We asked for identity; an upstream that compresses anyway is decoded, and one we
       // cannot decode is refused: an answer that was not checked never reaches the agent.
       codings = String(headers['content-encoding'] ?? '').toLowerCase().split(',').map((e) => e.trim()).filter((e) => e !== '' && e !== 'identity');
@@ -282,7 +286,7 @@ class Forward implements Dispatcher.DispatchHandler {
       if (v === undefined || RESPONSE_HOP_BY_HOP.has(k)) continue;
       if (redactor) {
         // The body changes length; a decoded body is no longer encoded.
-        if (k === 'content-length' || k === 'content-md5' || k === 'digest' || (codings.length > 0 && k === 'content-encoding')) continue;
+        if (!bodyless && (k === 'content-length' || k === 'content-md5' || k === 'digest' || (codings.length > 0 && k === 'content-encoding'))) continue;
         h[k] = Array.isArray(v) ? v.map((one) => redactor.header(one)) : redactor.header(v);
       } else h[k] = v;
     }
@@ -294,11 +298,12 @@ class Forward implements Dispatcher.DispatchHandler {
     this.#started = true;
     this.#status = statusCode;
     this.x.entry.upstream_status = statusCode;
-    if (codings.length > 0) this.#startDecoding(codings);
+    if (codings.length > 0) this.#codings = codings;
   }
 
   onResponseData(c: Dispatcher.DispatchController, chunk: Buffer): void {
     this.#out += chunk.length;
+    if (this.#codings && !this.#decoders) this.#startDecoding(this.#codings);
     const decoders = this.#decoders;
     if (decoders) {
       if (!decoders[0]!.write(chunk) && !c.paused) {

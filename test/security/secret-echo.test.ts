@@ -163,6 +163,20 @@ describe('security: the real value never flows back to the agent (hole 1)', func
       }
     });
 
+    it('HEAD and 204 answers declaring gzip (no body to decode) pass whole, headers redacted', async () => {
+      w.up.respond = (req, res) => {
+        res.writeHead(req.method === 'HEAD' ? 200 : 204, { 'content-encoding': 'gzip', 'content-length': req.method === 'HEAD' ? '20' : '0', 'x-echo': String(req.headers.authorization) });
+        res.end();
+      };
+      for (const method of ['HEAD', 'DELETE']) {
+        const r = await stripe('/v1/customers/cus_1', { method });
+        await r.body.text();
+        expect(r.statusCode, method).to.equal(method === 'HEAD' ? 200 : 204);
+        expect(r.headers['x-echo']).to.equal(`Bearer ${w.ph.STRIPE_KEY}`);
+        expect(r.headers['content-encoding']).to.equal('gzip');
+      }
+    });
+
     it('attack: an encoding the gateway cannot decode is refused (502), never passed through unchecked', async () => {
       w.up.respond = (_req, res) => {
         res.writeHead(200, { 'content-type': 'application/octet-stream', 'content-encoding': 'x-custom' });
