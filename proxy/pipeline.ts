@@ -2,7 +2,7 @@ import type { IncomingMessage, ServerResponse, IncomingHttpHeaders } from 'node:
 import { PassThrough, Transform, type Duplex, type Readable } from 'node:stream';
 import { createBrotliDecompress, createGunzip, createInflate } from 'node:zlib';
 import type { Dispatcher } from 'undici';
-import { classify, needsBody } from '../policy-engine/classify/index.js';
+import { classify, credentialMintingRule, needsBody } from '../policy-engine/classify/index.js';
 import type { Logger } from '../lib/log.js';
 import type { AuditEntryInput } from '../audit/entry.js';
 import type { Upstream } from './upstream.js';
@@ -521,6 +521,15 @@ class Exchange {
           blame(placed.misplaced.credential);
           return this.refuse(refusal('secret_location_not_allowed',
             `a credential was found in ${placed.misplaced.where}; it is only swapped into the Authorization header (Bearer, token or Basic) or the places its secret's inject list names`));
+        }
+        // A swapped secret must not buy the agent a new real credential (OAuth token
+        // endpoints, Stripe ephemeral keys, ...: policy-engine/classify/minting.ts).
+        const minting = credentialMintingRule({ method, host: target.host, path: url });
+        const minter = minting ? found.find((c) => !c.allowMinting) : undefined;
+        if (minter) {
+          blame(minter);
+          return this.refuse(refusal('credential_minting_not_allowed',
+            `${method} ${hostHeader(target)}${pathOnly(url)} mints a new credential (${minting}); a secret is swapped into it only when it has allow_minting`));
         }
         const stopped = await this.evaluate(found);
         if (stopped === 'done') return;

@@ -3,29 +3,43 @@
  * form `/upload/gmail/v1/users/{userId}/...` on any *.googleapis.com host.
  * Reference: https://developers.google.com/gmail/api/reference/rest
  */
-import { bodyJson } from './http.js';
+import { bodyJsonStrict } from './http.js';
 import { methodRule } from './generic.js';
 import { matchRows } from './rows.js';
 import type { Row } from './rows.js';
 import type { ParsedRequest, Verdict } from './types.js';
 
+/**
+ * Whether a label change adds `label`, failing closed (issue 9, hole 5): a body that does
+ * not parse, repeats a key, is not an object, or whose label list is not a list of strings
+ * counts as adding it. Google's JSON parser also takes the proto field name, so
+ * `add_label_ids` counts as much as `addLabelIds`.
+ */
 function labelIdsAdd(p: ParsedRequest, label: string): boolean {
   // Body not available: assume it does (fail closed; see needsBody()).
   if (p.body === undefined) return true;
-  const json = bodyJson(p.body);
-  if (typeof json !== 'object' || json === null) return false;
-  const add = (json as { addLabelIds?: unknown }).addLabelIds;
-  return Array.isArray(add) && add.some((l) => typeof l === 'string' && l.toUpperCase() === label);
+  const json = bodyJsonStrict(p.body);
+  if (typeof json !== 'object' || json === null || Array.isArray(json)) return true;
+  for (const key of ['addLabelIds', 'add_label_ids']) {
+    if (!Object.hasOwn(json, key)) continue;
+    const add = (json as Record<string, unknown>)[key];
+    if (!Array.isArray(add)) return true;
+    if (add.some((l) => typeof l !== 'string' || l.toUpperCase() === label)) return true;
+  }
+  return false;
 }
 
+/** Whether a filter forwards mail; an unreadable body (as above) counts as forwarding. */
 function filterForwards(p: ParsedRequest): boolean {
   if (p.body === undefined) return true;
-  const json = bodyJson(p.body);
-  if (typeof json !== 'object' || json === null) return false;
+  const json = bodyJsonStrict(p.body);
+  if (typeof json !== 'object' || json === null || Array.isArray(json)) return true;
+  if (!Object.hasOwn(json, 'action')) return false;
   const action = (json as { action?: unknown }).action;
-  if (typeof action !== 'object' || action === null) return false;
+  if (action === null) return false;
+  if (typeof action !== 'object' || Array.isArray(action)) return true;
   const fwd = (action as { forward?: unknown }).forward;
-  return typeof fwd === 'string' && fwd.length > 0;
+  return fwd !== undefined && fwd !== null && fwd !== '';
 }
 
 const addsTrash = (p: ParsedRequest): boolean => labelIdsAdd(p, 'TRASH');

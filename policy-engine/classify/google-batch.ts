@@ -18,18 +18,19 @@ export function isGoogleBatchPath(lower: readonly string[]): boolean {
   return lower[0] === 'batch';
 }
 
-function contentTypeParts(ct: string): { type: string; boundary: string | undefined } {
+/** The media type and every `boundary` parameter (a server may take either of two). */
+function contentTypeParts(ct: string): { type: string; boundaries: string[] } {
   const [type = '', ...params] = ct.split(';');
-  let boundary: string | undefined;
+  const boundaries: string[] = [];
   for (const param of params) {
     const eq = param.indexOf('=');
     if (eq === -1) continue;
     if (param.slice(0, eq).trim().toLowerCase() !== 'boundary') continue;
     let v = param.slice(eq + 1).trim();
     if (v.length >= 2 && v.startsWith('"') && v.endsWith('"')) v = v.slice(1, -1);
-    boundary = v;
+    boundaries.push(v);
   }
-  return { type: type.trim().toLowerCase(), boundary };
+  return { type: type.trim().toLowerCase(), boundaries };
 }
 
 function parseHeaderLines(lines: readonly string[]): Map<string, string> | null {
@@ -96,8 +97,12 @@ function parsePart(lines: readonly string[], outerHost: string): ClassifyRequest
 export function parseGoogleBatch(contentType: string | undefined, body: Uint8Array | string | undefined, outerHost: string): BatchParse {
   if (body === undefined) return { ok: false, why: 'body not available' };
   if (contentType === undefined) return { ok: false, why: 'no content-type' };
-  const { type, boundary } = contentTypeParts(contentType);
+  const { type, boundaries } = contentTypeParts(contentType);
   if (type !== 'multipart/mixed') return { ok: false, why: `content-type ${type}` };
+  // Two boundary parameters (even equal ones): which one a server splits on is its choice,
+  // and a batch read with the other would hide its parts (issue 9, hole 5).
+  if (boundaries.length > 1) return { ok: false, why: 'more than one boundary parameter' };
+  const boundary = boundaries[0];
   if (boundary === undefined || boundary === '') return { ok: false, why: 'no boundary' };
   // latin1 keeps every byte as one char, so binary part bodies cannot shift the lines.
   const text = bodyText(body, 'latin1')!;

@@ -139,6 +139,59 @@ export function bodyJson(body: Uint8Array | string | undefined): unknown {
 }
 
 /**
+ * The body as JSON, read the way a strict server must be assumed to read it: undefined when
+ * absent, not JSON, or when any object in it repeats a key (which of the two a server keeps
+ * is its choice, so the request has no single reading; callers fail closed).
+ */
+export function bodyJsonStrict(body: Uint8Array | string | undefined): unknown {
+  const text = bodyText(body);
+  if (text === undefined) return undefined;
+  let value: unknown;
+  try {
+    value = JSON.parse(text) as unknown;
+  } catch {
+    return undefined;
+  }
+  return hasDuplicateKeys(text) ? undefined : value;
+}
+
+/**
+ * Whether any object in a JSON text (already known to parse) repeats a key. Keys are
+ * compared decoded, as JSON.parse decodes them: `"add\u004cabelIds"` is `addLabelIds`.
+ */
+export function hasDuplicateKeys(text: string): boolean {
+  const stack: Array<Set<string> | null> = [];
+  let i = 0;
+  while (i < text.length) {
+    const c = text.charCodeAt(i);
+    if (c === 0x22 /* " */) {
+      let j = i + 1;
+      while (j < text.length && text.charCodeAt(j) !== 0x22) j += text.charCodeAt(j) === 0x5c ? 2 : 1;
+      let k = j + 1;
+      while (k < text.length && (text[k] === ' ' || text[k] === '\t' || text[k] === '\n' || text[k] === '\r')) k++;
+      const top = stack[stack.length - 1];
+      if (text[k] === ':' && top) {
+        let key: string;
+        try {
+          key = JSON.parse(text.slice(i, j + 1)) as string;
+        } catch {
+          return true;
+        }
+        if (top.has(key)) return true;
+        top.add(key);
+      }
+      i = j + 1;
+      continue;
+    }
+    if (c === 0x7b /* { */) stack.push(new Set());
+    else if (c === 0x5b /* [ */) stack.push(null);
+    else if (c === 0x7d /* } */ || c === 0x5d /* ] */) stack.pop();
+    i++;
+  }
+  return false;
+}
+
+/**
  * A path pattern over lowercased segments: a literal, `*` for exactly one segment (an
  * id), and a trailing `**` for zero or more further segments.
  */

@@ -27,6 +27,7 @@ import { STRIPE_HOST, classifyStripe } from './stripe.js';
 import type { Classification, ClassifyRequest, ParsedRequest, Verdict } from './types.js';
 
 export type { Classification, ClassifyRequest } from './types.js';
+export { CREDENTIAL_MINTING_ROWS, credentialMintingRule } from './minting.js';
 
 /** Connectors backed by connections (OAuth), as opposed to `secret:<NAME>`. */
 export const CONNECTION_CONNECTORS = ['gmail', 'calendar', 'slack'] as const;
@@ -74,10 +75,10 @@ function classifyBatch(p: ParsedRequest, hint: string | undefined, depth: number
 function route(p: ParsedRequest, hint: string | undefined, depth: number): Routed {
   if (isGoogleHost(p.host)) {
     const methods = googleMethods(p);
-    if (isGoogleBatchPath(p.lower)) {
-      if (methods.some((m) => !isReadMethod(m))) return classifyBatch(p, hint, depth);
-      return { verdict: perMethod(methods, (m) => methodRule(m, 'google')), inferred: null };
-    }
+    // A batch is classified from its body whatever the method or X-HTTP-Method-Override
+    // say: Google's batch endpoint runs the parts of a POST even when the override reads
+    // GET, and a batch with no readable body is the most dangerous reading (issue 9).
+    if (isGoogleBatchPath(p.lower)) return classifyBatch(p, hint, depth);
     if (isGmailPath(p.lower)) return { verdict: perMethod(methods, (m) => classifyGmail(p, m)), inferred: 'gmail' };
     if (isCalendarPath(p.lower)) return { verdict: perMethod(methods, (m) => classifyCalendar(p, m)), inferred: 'calendar' };
     return { verdict: perMethod(methods, (m) => methodRule(m, 'google')), inferred: null };
@@ -114,6 +115,7 @@ export function classify(req: ClassifyRequest, connectorHint?: string): Classifi
 export function needsBody(req: Pick<ClassifyRequest, 'method' | 'host' | 'path' | 'headers'>): boolean {
   const p = parseRequest({ ...req, body: undefined });
   if (!isGoogleHost(p.host)) return false;
+  if (isGoogleBatchPath(p.lower)) return true;
   if (!googleMethods(p).some((m) => !isReadMethod(m))) return false;
-  return isGoogleBatchPath(p.lower) || gmailNeedsBody(p.lower);
+  return gmailNeedsBody(p.lower);
 }

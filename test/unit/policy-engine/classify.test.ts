@@ -167,8 +167,8 @@ describe('classify: Google batch', () => {
       { req: { method: 'POST', path: '/batch/gmail/v1', headers: MM('b'), body: batchBody('b', ['not a request line at all']) }, want: ['gmail', 'change_permission', 'google.batch.unparsable'] },
       { req: { method: 'POST', path: '/batch/gmail/v1', headers: MM('b'), body: batchBody('b', [`POST /batch/gmail/v1\nContent-Type: multipart/mixed; boundary=c\n\n--c\n--c--`]) }, want: ['gmail', 'change_permission', 'google.batch.unparsable'] },
       { req: { method: 'POST', path: '/batch', headers: MM('b'), body: '' }, want: [null, 'change_permission', 'google.batch.unparsable'] },
-      // a batch path read with GET is not a batch
-      { req: { method: 'GET', path: '/batch/gmail/v1' }, want: [null, 'read', 'google.read'] },
+      // Issue 9: a batch path is a batch whatever the method; with no body it is unreadable.
+      { req: { method: 'GET', path: '/batch/gmail/v1' }, want: ['gmail', 'change_permission', 'google.batch.unparsable'] },
     ],
     'www.googleapis.com',
   );
@@ -286,7 +286,7 @@ describe('classify: needsBody', () => {
   const cases: Array<[string, string, string, boolean]> = [
     ['POST', 'www.googleapis.com', '/batch/gmail/v1', true],
     ['POST', 'www.googleapis.com', '/batch', true],
-    ['GET', 'www.googleapis.com', '/batch', false],
+    ['GET', 'www.googleapis.com', '/batch', true],
     ['POST', 'gmail.googleapis.com', `${U}/messages/1/modify`, true],
     ['POST', 'gmail.googleapis.com', `${U}/messages/batchModify`, true],
     ['POST', 'gmail.googleapis.com', `${U}/threads/1/modify`, true],

@@ -1,0 +1,92 @@
+import { expect } from 'chai';
+import { classify, type ClassifyRequest } from '../../../policy-engine/classify/index.js';
+import { hasDuplicateKeys } from '../../../policy-engine/classify/http.js';
+
+/**
+ * Issue 9, hole 5: requests the classifier once read as less than they are. Each row is a
+ * way an agent could dress a dangerous request as a harmless one; the classifier must take
+ * the dangerous reading.
+ */
+type Row = [label: string, req: Partial<ClassifyRequest> & Pick<ClassifyRequest, 'method' | 'path'>, want: [category: string, rule: string]];
+
+function run(rows: Row[], host: string, hint: string): void {
+  for (const [label, req, want] of rows) {
+    it(`${label} → ${want[0]} (${want[1]})`, () => {
+      const c = classify({ host, headers: {}, ...req }, hint);
+      expect([c.category, c.rule]).to.deep.equal(want);
+    });
+  }
+}
+
+const U = '/gmail/v1/users/me';
+const json = { 'content-type': 'application/json' };
+
+describe('classify fails closed: Gmail label changes and filters (hole 5)', () => {
+  run([
+    ['modify, body not JSON', { method: 'POST', path: `${U}/messages/1/modify`, headers: json, body: '{"addLabelIds":["TRASH"' }, ['delete', 'gmail.messages.modify.trash']],
+    ['modify, body JSON but not an object', { method: 'POST', path: `${U}/messages/1/modify`, headers: json, body: '["TRASH"]' }, ['delete', 'gmail.messages.modify.trash']],
+    ['modify, duplicate addLabelIds (last one harmless)', { method: 'POST', path: `${U}/messages/1/modify`, headers: json, body: '{"addLabelIds":["TRASH"],"addLabelIds":["STARRED"]}' }, ['delete', 'gmail.messages.modify.trash']],
+    ['modify, duplicate key spelled with an escape', { method: 'POST', path: `${U}/messages/1/modify`, headers: json, body: '{"addLabelIds":["TRASH"],"add\\u004cabelIds":[]}' }, ['delete', 'gmail.messages.modify.trash']],
+    ['modify, duplicate key in a nested object', { method: 'POST', path: `${U}/messages/1/modify`, headers: json, body: '{"x":{"a":1,"a":2},"addLabelIds":[]}' }, ['delete', 'gmail.messages.modify.trash']],
+    ['modify, snake_case add_label_ids', { method: 'POST', path: `${U}/messages/1/modify`, headers: json, body: '{"add_label_ids":["TRASH"]}' }, ['delete', 'gmail.messages.modify.trash']],
+    ['modify, both spellings, TRASH in the snake one', { method: 'POST', path: `${U}/messages/1/modify`, headers: json, body: '{"addLabelIds":["STARRED"],"add_label_ids":["trash"]}' }, ['delete', 'gmail.messages.modify.trash']],
+    ['modify, addLabelIds a string', { method: 'POST', path: `${U}/messages/1/modify`, headers: json, body: '{"addLabelIds":"TRASH"}' }, ['delete', 'gmail.messages.modify.trash']],
+    ['modify, a label that is not a string', { method: 'POST', path: `${U}/messages/1/modify`, headers: json, body: '{"addLabelIds":[{"id":"TRASH"}]}' }, ['delete', 'gmail.messages.modify.trash']],
+    ['batchModify, gzip bytes (unreadable)', { method: 'POST', path: `${U}/messages/batchModify`, headers: { ...json, 'content-encoding': 'gzip' }, body: new Uint8Array([0x1f, 0x8b, 8, 0]) }, ['delete', 'gmail.messages.batchModify.trash']],
+    ['threads modify, duplicate keys', { method: 'POST', path: `${U}/threads/1/modify`, headers: json, body: '{"addLabelIds":["TRASH"],"addLabelIds":[]}' }, ['delete', 'gmail.threads.modify.trash']],
+    ['modify, a clean harmless body stays a write', { method: 'POST', path: `${U}/messages/1/modify`, headers: json, body: '{"addLabelIds":["STARRED"],"removeLabelIds":["TRASH"]}' }, ['write', 'gmail.write']],
+    ['filter, body not JSON', { method: 'POST', path: `${U}/settings/filters`, headers: json, body: 'action=forward' }, ['change_permission', 'gmail.settings.filters.forward']],
+    ['filter, duplicate action', { method: 'POST', path: `${U}/settings/filters`, headers: json, body: '{"action":{"forward":"evil@x.y"},"action":{}}' }, ['change_permission', 'gmail.settings.filters.forward']],
+    ['filter, action not an object', { method: 'POST', path: `${U}/settings/filters`, headers: json, body: '{"action":"forward"}' }, ['change_permission', 'gmail.settings.filters.forward']],
+    ['filter, labels only stays a write', { method: 'POST', path: `${U}/settings/filters`, headers: json, body: '{"criteria":{"from":"a"},"action":{"addLabelIds":["L"]}}' }, ['write', 'gmail.write']],
+  ], 'gmail.googleapis.com', 'gmail');
+});
+
+function batch(boundary: string, parts: string[]): string {
+  return [...parts.flatMap((p) => [`--${boundary}`, 'Content-Type: application/http', '', ...p.split('\n')]), `--${boundary}--`, ''].join('\r\n');
+}
+
+describe('classify fails closed: Google batches (hole 5)', () => {
+  const del = `DELETE ${U}/messages/1`;
+  const read = `GET ${U}/messages/2`;
+  run([
+    ['POST batch with X-HTTP-Method-Override: GET hiding a delete', { method: 'POST', path: '/batch/gmail/v1', headers: { 'content-type': 'multipart/mixed; boundary=b', 'x-http-method-override': 'GET' }, body: batch('b', [read, del]) }, ['delete', 'google.batch(gmail.messages.delete)']],
+    ['GET batch with a body hiding a delete', { method: 'GET', path: '/batch', headers: { 'content-type': 'multipart/mixed; boundary=b' }, body: batch('b', [del]) }, ['delete', 'google.batch(gmail.messages.delete)']],
+    ['two boundary parameters (a server may split on either)', { method: 'POST', path: '/batch/gmail/v1', headers: { 'content-type': 'multipart/mixed; boundary=a; boundary=b' }, body: batch('a', [read]) + batch('b', [del]) }, ['change_permission', 'google.batch.unparsable']],
+    ['two equal boundary parameters', { method: 'POST', path: '/batch/gmail/v1', headers: { 'content-type': 'multipart/mixed; boundary=a; Boundary="a"' }, body: batch('a', [read]) }, ['change_permission', 'google.batch.unparsable']],
+    ['a part with two Content-Types', { method: 'POST', path: '/batch/gmail/v1', headers: { 'content-type': 'multipart/mixed; boundary=a' }, body: `--a\r\nContent-Type: application/http\r\nContent-Type: text/plain\r\n\r\n${read}\r\n--a--\r\n` }, ['change_permission', 'google.batch.unparsable']],
+  ], 'www.googleapis.com', 'gmail');
+});
+
+describe('classify: Stripe money movement and access (hole 5)', () => {
+  const S = 'secret:STRIPE_KEY';
+  const pay: Array<[string, string]> = [
+    ['/v1/subscriptions', 'stripe.subscriptions'], ['/v1/subscriptions/sub_1', 'stripe.subscriptions.update'], ['/v1/subscriptions/sub_1/resume', 'stripe.subscriptions.resume'],
+    ['/v1/subscription_items', 'stripe.subscription_items'], ['/v1/subscription_items/si_1', 'stripe.subscription_items.update'],
+    ['/v1/subscription_schedules', 'stripe.subscription_schedules'], ['/v1/invoices/in_1/pay', 'stripe.invoices.pay'], ['/v1/invoices/in_1/finalize', 'stripe.invoices.finalize'],
+    ['/v1/credit_notes', 'stripe.credit_notes'], ['/v1/quotes/qt_1/accept', 'stripe.quotes.accept'], ['/v1/customers/cus_1/balance_transactions', 'stripe.customers.balance_transactions'],
+    ['/v1/payment_intents/pi_1/apply_customer_balance', 'stripe.payment_intents.apply_customer_balance'], ['/v1/application_fees/fee_1/refunds', 'stripe.application_fees.refunds'],
+    ['/v1/disputes/dp_1/close', 'stripe.disputes.close'], ['/v1/accounts/acct_1/external_accounts', 'stripe.accounts.external_accounts'],
+    ['/v1/issuing/cards', 'stripe.issuing.cards'], ['/v1/issuing/authorizations/iauth_1/approve', 'stripe.issuing.authorizations.approve'],
+    ['/v1/billing/credit_grants', 'stripe.billing.credit_grants'], ['/v2/money_management/outbound_payments', 'stripe.v2.outbound_payments'],
+    ['/v2/money_management/outbound_transfers', 'stripe.v2.outbound_transfers'], ['/V1/Subscriptions', 'stripe.subscriptions'], ['/v1//subscriptions/', 'stripe.subscriptions'],
+  ];
+  run(pay.map(([path, rule]): Row => [`POST ${path}`, { method: 'POST', path }, ['pay', rule]]), 'api.stripe.com', S);
+  run([
+    ['POST /v1/webhook_endpoints', { method: 'POST', path: '/v1/webhook_endpoints' }, ['change_permission', 'stripe.webhook_endpoints']],
+    ['POST /v1/ephemeral_keys', { method: 'POST', path: '/v1/ephemeral_keys' }, ['change_permission', 'stripe.ephemeral_keys']],
+    ['POST /v1/accounts/acct_1/login_links', { method: 'POST', path: '/v1/accounts/acct_1/login_links' }, ['change_permission', 'stripe.accounts.login_links']],
+    ['POST /v1/accounts/acct_1 naming an external_account', { method: 'POST', path: '/v1/accounts/acct_1', headers: { 'content-type': 'application/x-www-form-urlencoded' }, body: 'external_account[account_number]=000123456789' }, ['pay', 'stripe.accounts.update.external_account']],
+    ['POST /v1/accounts/acct_1, body not seen', { method: 'POST', path: '/v1/accounts/acct_1' }, ['pay', 'stripe.accounts.update.external_account']],
+    ['POST /v1/accounts/acct_1 with metadata only', { method: 'POST', path: '/v1/accounts/acct_1', headers: { 'content-type': 'application/x-www-form-urlencoded' }, body: 'metadata[a]=1' }, ['write', 'stripe.write']],
+    ['POST /v1/invoices/in_1/send', { method: 'POST', path: '/v1/invoices/in_1/send' }, ['send', 'stripe.invoices.send']],
+    ['DELETE /v1/subscriptions/sub_1 (cancel) stays a write', { method: 'DELETE', path: '/v1/subscriptions/sub_1' }, ['write', 'stripe.write']],
+    ['GET /v1/subscriptions stays a read', { method: 'GET', path: '/v1/subscriptions' }, ['read', 'stripe.read']],
+  ], 'api.stripe.com', S);
+});
+
+describe('hasDuplicateKeys (policy-engine/classify/http)', () => {
+  for (const [text, want] of [['{"a":1,"b":{"a":2}}', false], ['{"a":1,"a":1}', true], ['[{"a":1},{"a":1}]', false], ['{"a":"\\"a\\":","a":2}', true], ['{"k\\u0065y":1,"key":2}', true], ['{"a":{"b":[1,{"c":1,"c":2}]}}', true], ['"just a string"', false]] as const) {
+    it(`${text} → ${want}`, () => expect(hasDuplicateKeys(text)).to.equal(want));
+  }
+});
