@@ -7,7 +7,8 @@ import { ServiceError, notFound } from '../lib/errors.js';
 import type { Logger } from '../lib/log.js';
 import { isScope, isWiderThan, type Category, type GrantLike, type Scope } from '../policy-engine/index.js';
 import { enqueueEvent } from '../webhooks/outbox.js';
-import { checkSignature, DEFAULT_TOLERANCE_SECS } from '../webhooks/signing.js';
+import { checkSignature, DEFAULT_TOLERANCE_SECS, parseSignatureHeader } from '../webhooks/signing.js';
+import { signatureDigest, usedSignaturesStore } from './used-signatures.store.js';
 import { approvalsStore, type ApprovalOutcomeRow, type ApprovalRow, type ApprovalStatus, type DecidedVia } from './approvals.store.js';
 import { grantsStore, type GrantRow, type GrantScopeValue } from './grants.store.js';
 import { MAX_UNTIL_SECS, parseDecision, scopeOf } from './decision.js';
@@ -296,6 +297,13 @@ export function createApprovalsService(deps: ApprovalsDeps) {
         }[result];
         throw new ServiceError('invalid_signature', why);
       }
+      // A signature decides once (issue 9, hole 6): replayed to this or any other approval,
+      // verbatim or with v1 values added or stripped, it is refused. Recorded before anything
+      // else happens, whatever the decision's outcome, so a captured callback is worthless.
+      const tSecs = parseSignatureHeader(caller.signature)!.t;
+      if (!(await usedSignaturesStore.use(db, signatureDigest(row.developer_id, tSecs, caller.rawBody), tSecs, clock.nowMs()))) {
+        throw new ServiceError('invalid_signature', 'this Service-Signature was already used: every signed decision needs a fresh signature');
+      }
     }
 
     // 409
@@ -385,6 +393,16 @@ export function createApprovalsService(deps: ApprovalsDeps) {
       if (ids.length < 500 || n === 0) break;
     }
     return total;
+  }
+
+  /**
+   * Forgets used signatures that can no longer verify: `t` older than the tolerance before
+   * both the service clock and the wall clock (a decision is accepted within the tolerance of
+   * either), plus a minute. Keeps the replay cache bounded; the expire-approvals job runs it.
+   */
+  async function pruneUsedSignatures(): Promise<number> {
+    const nowSecs = Math.min(Math.floor(clock.nowMs() / 1000), Math.floor(wallNowMs() / 1000));
+    return usedSignaturesStore.prune(db, nowSecs - CALLBACK_TOLERANCE_SECS - 60);
   }
 
   // ---- waiting -------------------------------------------------------------------------
@@ -592,7 +610,7 @@ export function createApprovalsService(deps: ApprovalsDeps) {
   }
 
   return {
-    requestApproval, get, list, decide, expireDue, waitForDecision,
+    requestApproval, get, list, decide, expireDue, pruneUsedSignatures, waitForDecision,
     listGrants, revokeGrant, grantsInEffect, close,
   };
 }

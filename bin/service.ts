@@ -140,6 +140,8 @@ export async function startService(config: Readonly<Config>, log: Logger): Promi
   // stored status agree and wakes waiters in every process.
   jobs.define('expire-approvals', async () => {
     await approvals.expireDue();
+    // The signed-decision replay cache keeps only what could still verify.
+    await approvals.pruneUsedSignatures();
   }, { retry: false });
   await jobs.every('expire-approvals', 5000, {});
   // Webhook delivery: at once for events committed in this process (notifier), the sweep

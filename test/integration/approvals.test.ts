@@ -66,8 +66,11 @@ describe('approvals, decisions and grants', function () {
   const decide = (id: string, body: unknown, client: ApiClient = api) => client.post(decisionPath(id), body);
 
   /** A signed callback: exact bytes, no Authorization header. */
+  // A signature decides once (issue 9): like a correct backend, give every signed decision
+  // its own t (any second within the tolerance), since identical bodies are common.
+  let signatures = 0;
   function signed(id: string, body: string, opts: { secrets?: string[]; t?: number; headers?: Record<string, string> } = {}): Promise<ApiResponse> {
-    const ts = opts.t ?? nowSecs();
+    const ts = opts.t ?? nowSecs() - (signatures++ % 250);
     return t.raw('POST', decisionPath(id), {
       body,
       headers: { 'content-type': 'application/json', 'service-signature': signatureHeader(opts.secrets ?? [secret], ts, body), ...opts.headers },
