@@ -10,8 +10,9 @@ export interface AppParts {
   accounts: AccountsService;
   /**
    * Routers that need no API key (OAuth callback, browser viewer, the decision endpoint),
-   * mounted under /v1 before the key check. They run before an unreadable body is
-   * answered: a route that reads a body calls requireJson() (or reads req.bodyError).
+   * mounted under /v1 before the key check and before any body is read: a public route
+   * that takes a body reads it itself once it knows who is asking (readJsonBody, with its
+   * own small limit), and refuses strangers with refuseUnread.
    */
   publicRouters?: Router[];
   /** Routers behind the API key, mounted under /v1. */
@@ -28,10 +29,11 @@ export function createApp(parts: AppParts): Express {
     res.setHeader('Cache-Control', 'no-store');
     next();
   });
-  app.use(jsonBody);
   for (const r of parts.publicRouters ?? []) app.use('/v1', r);
-  app.use(rejectBadBody);
+  // Who is asking, from the headers alone; then the body (issue 9, hole 8).
   app.use('/v1', apiKeyAuth(parts.accounts));
+  app.use(jsonBody);
+  app.use(rejectBadBody);
   for (const r of parts.routers) app.use('/v1', r);
   app.use(noSuchRoute);
   app.use(errorHandler(parts.log));

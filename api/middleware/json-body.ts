@@ -1,4 +1,4 @@
-import express, { type NextFunction, type Request, type Response } from 'express';
+import type { NextFunction, Request, Response } from 'express';
 import { ServiceError } from '../../lib/errors.js';
 
 declare module 'express-serve-static-core' {
@@ -19,7 +19,8 @@ const JSON_TYPE = /^application\/json\s*(;.*)?$/i;
 /** Bodies up to this size are read; the largest valid one is a 200-item batch of configs. */
 export const MAX_BODY_BYTES = 64 * 1024 * 1024;
 
-const readRaw = express.raw({ type: () => true, limit: MAX_BODY_BYTES });
+/** A decision body is two small fields; a signed callback is read before it is verified, so keep it small. */
+export const DECISION_BODY_BYTES = 64 * 1024;
 
 /**
  * Reads the raw body and parses it as JSON ourselves, so that:
@@ -34,36 +35,116 @@ const readRaw = express.raw({ type: () => true, limit: MAX_BODY_BYTES });
  * any body check); rejectBadBody, mounted right after them, answers it for everything else
  * exactly where this middleware used to.
  */
-export function jsonBody(req: Request, res: Response, next: NextFunction): void {
+export function jsonBodyUpTo(limit: number) {
+  return (req: Request, res: Response, next: NextFunction): void => {
+    readJsonWith(limit, req, res, next).catch(next);
+  };
+}
+
+type RawRead = { ok: true; body: Buffer } | { ok: false; error: ServiceError };
+
+/**
+ * The body's bytes, at most `limit` of them. A declared Content-Length over the limit is
+ * refused before a byte is read, a chunked body the moment it passes the limit; either
+ * way the connection is then closed, not drained (body-parser read a refused body to its
+ * end before answering, so a stranger could make the service read without bound).
+ * Compressed request bodies are not accepted (415).
+ */
+function readRaw(req: Request, res: Response, limit: number): Promise<RawRead> {
+  const tooLarge = (): RawRead => {
+    refuseUnread(req, res);
+    return { ok: false, error: new ServiceError('payload_too_large', `the body is larger than ${limit} bytes`) };
+  };
+  const encoding = String(req.headers['content-encoding'] ?? 'identity').trim().toLowerCase();
+  if (encoding !== 'identity' && encoding !== '') {
+    refuseUnread(req, res);
+    return Promise.resolve({ ok: false, error: new ServiceError('unsupported_media_type', 'request bodies must not be compressed (Content-Encoding)') });
+  }
+  const declared = req.headers['content-length'];
+  if (declared !== undefined && Number(declared) > limit) return Promise.resolve(tooLarge());
+  if (req.complete && req.readableEnded) return Promise.resolve({ ok: true, body: Buffer.alloc(0) });
+  return new Promise((resolve) => {
+    const chunks: Buffer[] = [];
+    let size = 0;
+    const done = (r: RawRead) => {
+      req.off('data', onData);
+      req.off('end', onEnd);
+      req.off('error', onError);
+      req.off('aborted', onError);
+      resolve(r);
+    };
+    function onData(chunk: Buffer): void {
+      size += chunk.length;
+      if (size > limit) {
+        req.pause();
+        return done(tooLarge());
+      }
+      chunks.push(chunk);
+    }
+    function onEnd(): void {
+      done({ ok: true, body: Buffer.concat(chunks, size) });
+    }
+    function onError(): void {
+      done({ ok: false, error: new ServiceError('invalid_request', 'the body could not be read') });
+    }
+    req.on('data', onData);
+    req.once('end', onEnd);
+    req.once('error', onError);
+    req.once('aborted', onError);
+  });
+}
+
+export const jsonBody = jsonBodyUpTo(MAX_BODY_BYTES);
+
+/** Reads and parses the body as jsonBody does (errors recorded on req.bodyError), for a route that reads late. */
+export function readJsonBody(req: Request, res: Response, limit: number): Promise<void> {
+  return new Promise((resolve) => jsonBodyUpTo(limit)(req, res, () => resolve()));
+}
+
+/**
+ * For an answer given before the body was read (an unauthenticated request, issue 9 hole
+ * 8): the connection is closed after the answer instead of being drained for keep-alive,
+ * so a stranger cannot make the service read (and discard) up to 64 MiB. Node would
+ * otherwise resume the request after the response to reuse the connection.
+ */
+export function refuseUnread(req: Request, res: Response): void {
+  const hasBody = (req.headers['content-length'] !== undefined && req.headers['content-length'] !== '0') || req.headers['transfer-encoding'] !== undefined;
+  if (!hasBody || req.complete || res.hasHeader('connection')) return;
+  res.setHeader('Connection', 'close');
+  res.once('finish', () => {
+    const socket = req.socket;
+    // Stop reading; the answer is already handed to the socket, which Node ends after it
+    // (Connection: close). A client that keeps sending is cut off shortly after.
+    socket.pause();
+    setTimeout(() => socket.destroy(), 1000).unref();
+  });
+}
+
+async function readJsonWith(limit: number, req: Request, res: Response, next: NextFunction): Promise<void> {
   const fail = (e: ServiceError): void => {
     req.bodyError = e;
     req.body = undefined;
     next();
   };
-  readRaw(req, res, (err?: unknown) => {
-    if (err) {
-      const e = err as { type?: string; status?: number };
-      if (e.type === 'entity.too.large') return fail(new ServiceError('payload_too_large', `the body is larger than ${MAX_BODY_BYTES} bytes`));
-      return fail(new ServiceError('invalid_request', 'the body could not be read'));
-    }
-    const raw = Buffer.isBuffer(req.body) ? req.body : Buffer.alloc(0);
-    req.rawBody = raw;
-    req.body = undefined;
-    const type = req.headers['content-type'];
-    if (raw.length === 0) {
-      if (type && JSON_TYPE.test(type)) return fail(new ServiceError('invalid_request', 'the body is empty but Content-Type says JSON'));
-      return next();
-    }
-    if (!type || !JSON_TYPE.test(type)) {
-      return fail(new ServiceError('unsupported_media_type', 'a request body must be sent with Content-Type: application/json'));
-    }
-    try {
-      req.body = JSON.parse(raw.toString('utf8'));
-    } catch {
-      return fail(new ServiceError('invalid_request', 'the body is not valid JSON'));
-    }
-    next();
-  });
+  const read = await readRaw(req, res, limit);
+  if (!read.ok) return fail(read.error);
+  const raw = read.body;
+  req.rawBody = raw;
+  req.body = undefined;
+  const type = req.headers['content-type'];
+  if (raw.length === 0) {
+    if (type && JSON_TYPE.test(type)) return fail(new ServiceError('invalid_request', 'the body is empty but Content-Type says JSON'));
+    return next();
+  }
+  if (!type || !JSON_TYPE.test(type)) {
+    return fail(new ServiceError('unsupported_media_type', 'a request body must be sent with Content-Type: application/json'));
+  }
+  try {
+    req.body = JSON.parse(raw.toString('utf8'));
+  } catch {
+    return fail(new ServiceError('invalid_request', 'the body is not valid JSON'));
+  }
+  next();
 }
 
 /** Answers a body error jsonBody recorded (mounted after the public routers). */

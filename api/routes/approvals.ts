@@ -6,6 +6,7 @@ import { bearerKey, developerOf } from '../middleware/auth.js';
 import { page, parsePage } from '../pagination.js';
 import { approvalStatusQuery, decisionBody, environmentIdQuery } from '../schemas/approvals.js';
 import { SIGNATURE_HEADER } from '../../webhooks/signing.js';
+import { DECISION_BODY_BYTES, readJsonBody, refuseUnread } from '../middleware/json-body.js';
 
 /** Approvals and grants behind the API key (decisions.md "Approvals and grants"). */
 export function approvalsRouter(deps: { approvals: ApprovalsService }): Router {
@@ -60,19 +61,31 @@ export function decisionRouter(deps: { approvals: ApprovalsService; accounts: Ac
   const r = Router();
 
   r.post('/approvals/:id/decision', async (req, res) => {
-    const body = decisionBody(req);
     const id = req.params.id;
     if (req.headers.authorization !== undefined) {
       const key = bearerKey(req);
-      if (!key) throw new ServiceError('unauthorized', 'malformed Authorization header: send Authorization: Bearer <key>');
-      const developer = await accounts.authenticate(key);
-      if (!developer) throw new ServiceError('unauthorized', 'invalid or revoked API key');
-      res.json(await approvals.decide(id, { via: 'api_key', developerId: developer.id }, body));
+      const developer = key ? await accounts.authenticate(key) : null;
+      if (!developer) {
+        refuseUnread(req, res);
+        throw new ServiceError('unauthorized', key ? 'invalid or revoked API key' : 'malformed Authorization header: send Authorization: Bearer <key>');
+      }
+      await readJsonBody(req, res, DECISION_BODY_BYTES);
+      res.json(await approvals.decide(id, { via: 'api_key', developerId: developer.id }, decisionBody(req)));
       return;
     }
     const header = req.headers[SIGNATURE_HEADER];
     const signature = typeof header === 'string' ? header : undefined;
-    res.json(await approvals.decide(id, { via: 'signature', rawBody: req.rawBody ?? Buffer.alloc(0), signature }, body));
+    if (signature === undefined) {
+      // Neither a key nor a signature: 404 or 401 without reading the body.
+      refuseUnread(req, res);
+      res.json(await approvals.decide(id, { via: 'signature', rawBody: Buffer.alloc(0), signature: undefined }, { ok: false, error: new ServiceError('invalid_signature', 'no signature') }));
+      return;
+    }
+    // A signature is verified over the exact bytes, so they are read first, but only a
+    // decision's worth of them.
+    await readJsonBody(req, res, DECISION_BODY_BYTES);
+    if (req.bodyError?.code === 'payload_too_large') throw req.bodyError;
+    res.json(await approvals.decide(id, { via: 'signature', rawBody: req.rawBody ?? Buffer.alloc(0), signature }, decisionBody(req)));
   });
 
   return r;
