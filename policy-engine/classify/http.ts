@@ -127,12 +127,26 @@ export function bodyText(body: Uint8Array | string | undefined, encoding: 'utf8'
   return Buffer.from(body.buffer, body.byteOffset, body.byteLength).toString(encoding);
 }
 
-/** The body as JSON; undefined when absent or not JSON. */
-export function bodyJson(body: Uint8Array | string | undefined): unknown {
-  const text = bodyText(body);
-  if (text === undefined) return undefined;
+/** A Content-Encoding other than `identity`: the bytes on the wire are not the body the server reads. */
+export function contentEncoded(headers: ClassifyRequest['headers']): boolean {
+  const enc = headerValue(headers, 'content-encoding');
+  return enc !== undefined && enc.split(',').some((e) => e.trim() !== '' && e.trim().toLowerCase() !== 'identity');
+}
+
+const STRICT_UTF8 = new TextDecoder('utf-8', { fatal: true });
+
+/**
+ * The body as text for a body condition, or undefined when it cannot be read the one way
+ * the server reads it: absent; sent with a Content-Encoding (we do not inflate, and a
+ * compressed body is a different text from the bytes we hold); bytes that are not valid
+ * UTF-8 (an overlong or broken sequence is U+FFFD to us and may be a letter to a lenient
+ * decoder). A string body is taken as it is.
+ */
+export function bodyTextStrict(body: Uint8Array | string | undefined, headers: ClassifyRequest['headers']): string | undefined {
+  if (body === undefined || contentEncoded(headers)) return undefined;
+  if (typeof body === 'string') return body;
   try {
-    return JSON.parse(text) as unknown;
+    return STRICT_UTF8.decode(body);
   } catch {
     return undefined;
   }
@@ -140,11 +154,12 @@ export function bodyJson(body: Uint8Array | string | undefined): unknown {
 
 /**
  * The body as JSON, read the way a strict server must be assumed to read it: undefined when
- * absent, not JSON, or when any object in it repeats a key (which of the two a server keeps
- * is its choice, so the request has no single reading; callers fail closed).
+ * it cannot be read as text (bodyTextStrict), is not JSON, or when any object in it repeats
+ * a key (which of the two a server keeps is its choice, so the request has no single
+ * reading; callers fail closed).
  */
-export function bodyJsonStrict(body: Uint8Array | string | undefined): unknown {
-  const text = bodyText(body);
+export function bodyJsonStrict(body: Uint8Array | string | undefined, headers: ClassifyRequest['headers']): unknown {
+  const text = bodyTextStrict(body, headers);
   if (text === undefined) return undefined;
   let value: unknown;
   try {
@@ -153,6 +168,17 @@ export function bodyJsonStrict(body: Uint8Array | string | undefined): unknown {
     return undefined;
   }
   return hasDuplicateKeys(text) ? undefined : value;
+}
+
+/**
+ * A field name as a lenient parser may match it, for body conditions: lowercased, with
+ * everything but letters and digits removed. Google's JSON parser takes a field's JSON
+ * name (`addLabelIds`) and its proto name (`add_label_ids`); folding every spelling
+ * (`AddLabelIds`, `add-label-ids`, `addLabelIds\u0000`) onto one key means no spelling a
+ * server might map onto the field escapes the check.
+ */
+export function fieldKey(name: string): string {
+  return name.toLowerCase().replace(/[^a-z0-9]/g, '');
 }
 
 /**

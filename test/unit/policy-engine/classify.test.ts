@@ -39,7 +39,7 @@ describe('classify: Gmail', () => {
       { req: { method: 'DELETE', path: `${U}/drafts/r-123` }, want: ['gmail', 'delete', 'gmail.drafts.delete'] },
       { req: { method: 'POST', path: `${U}/messages/1/modify`, body: '{"addLabelIds":["TRASH"]}' }, want: ['gmail', 'delete', 'gmail.messages.modify.trash'] },
       { req: { method: 'POST', path: `${U}/messages/1/modify`, body: Buffer.from('{"addLabelIds":["STARRED"],"removeLabelIds":["TRASH"]}') }, want: ['gmail', 'write', 'gmail.write'] },
-      { req: { method: 'POST', path: `${U}/messages/1/modify` }, want: ['gmail', 'delete', 'gmail.messages.modify.trash'] },
+      { req: { method: 'POST', path: `${U}/messages/1/modify` }, want: ['gmail', 'delete', 'gmail.messages.modify.unreadable'] },
       { req: { method: 'POST', path: `${U}/messages/batchModify`, body: '{"ids":["1"],"addLabelIds":["trash"]}' }, want: ['gmail', 'delete', 'gmail.messages.batchModify.trash'] },
       { req: { method: 'POST', path: `${U}/threads/1/modify`, body: '{"addLabelIds":["TRASH"]}' }, want: ['gmail', 'delete', 'gmail.threads.modify.trash'] },
       { req: { method: 'POST', path: `${U}/settings/delegates` }, want: ['gmail', 'change_permission', 'gmail.settings.delegates'] },
