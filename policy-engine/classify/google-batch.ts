@@ -8,6 +8,9 @@
  * multipart/mixed, no boundary, no parts, a part that is not an HTTP request, an encoded
  * part, a batch inside a batch) makes the whole batch "unparsable", which the classifier
  * puts in the most dangerous category: a request we cannot read must not pass as a read.
+ * So does anything a server might parse differently from us (issue 9, hole 5): the
+ * Content-Type's parameters, where the parts start and end, and the part headers must
+ * each have one reading; see batchContentType, parseHeaderLines and parseGoogleBatch.
  */
 import { bodyText } from './http.js';
 import type { ClassifyRequest } from './types.js';
@@ -18,29 +21,77 @@ export function isGoogleBatchPath(lower: readonly string[]): boolean {
   return lower[0] === 'batch';
 }
 
-/** The media type and every `boundary` parameter (a server may take either of two). */
-function contentTypeParts(ct: string): { type: string; boundaries: string[] } {
-  const [type = '', ...params] = ct.split(';');
+/** RFC 7230 token: a header or parameter name. */
+const TOKEN = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/;
+/** RFC 2046 boundary: 1 to 70 bchars, not ending in a space. */
+const BOUNDARY = /^[0-9A-Za-z'()+_,\-./:=? ]{0,69}[0-9A-Za-z'()+_,\-./:=?]$/;
+
+export type BatchContentType = { type: string; boundary: string } | { why: string };
+
+/**
+ * The media type and its one boundary. Unparsable (a server may read it otherwise): two
+ * `boundary` parameters (equal or not, any case: a server may split on either, and the
+ * parts it finds are not the ones we read), a `boundary*` parameter (an RFC 2231 form
+ * some MIME parsers decode and prefer), a parameter that is not `name=value` (so
+ * `boundary="a;boundary=b"` is one quoted value, never two parameters), an unterminated
+ * or backslash-escaped quoted string, a boundary outside RFC 2046's alphabet or length.
+ */
+export function batchContentType(ct: string): BatchContentType {
+  const semi = ct.indexOf(';');
+  const type = (semi === -1 ? ct : ct.slice(0, semi)).trim().toLowerCase();
+  let rest = semi === -1 ? '' : ct.slice(semi + 1);
   const boundaries: string[] = [];
-  for (const param of params) {
-    const eq = param.indexOf('=');
-    if (eq === -1) continue;
-    if (param.slice(0, eq).trim().toLowerCase() !== 'boundary') continue;
-    let v = param.slice(eq + 1).trim();
-    if (v.length >= 2 && v.startsWith('"') && v.endsWith('"')) v = v.slice(1, -1);
-    boundaries.push(v);
+  while (rest.trim() !== '') {
+    const m = /^[ \t]*([^=;]*?)[ \t]*=[ \t]*/.exec(rest);
+    if (m === null) return { why: 'malformed content-type parameter' };
+    const name = m[1]!.toLowerCase();
+    if (!TOKEN.test(name)) return { why: 'malformed content-type parameter' };
+    rest = rest.slice(m[0].length);
+    let value: string;
+    if (rest.startsWith('"')) {
+      const close = rest.indexOf('"', 1);
+      if (close === -1) return { why: 'unterminated quoted parameter' };
+      value = rest.slice(1, close);
+      if (value.includes('\\')) return { why: 'escaped quoted parameter' };
+      rest = rest.slice(close + 1);
+      const after = /^[ \t]*(?:;|$)/.exec(rest);
+      if (after === null) return { why: 'characters after a quoted parameter' };
+      rest = rest.slice(after[0].length);
+    } else {
+      const end = rest.indexOf(';');
+      value = (end === -1 ? rest : rest.slice(0, end)).trim();
+      rest = end === -1 ? '' : rest.slice(end + 1);
+    }
+    if (name === 'boundary') boundaries.push(value);
+    else if (name.startsWith('boundary*')) return { why: 'RFC 2231 boundary parameter' };
   }
-  return { type: type.trim().toLowerCase(), boundaries };
+  if (boundaries.length > 1) return { why: 'more than one boundary parameter' };
+  const boundary = boundaries[0];
+  if (boundary === undefined || boundary === '') return { why: 'no boundary' };
+  if (!BOUNDARY.test(boundary)) return { why: 'boundary outside RFC 2046' };
+  return { type, boundary };
 }
 
+/** Headers of which a part or an inner request may carry one: which of two counts is the server's choice. */
+const SINGLE = new Set(['content-type', 'content-transfer-encoding', 'content-encoding']);
+
+/**
+ * Header lines of a part or of its inner request. Unparsable (null): a folded line (one
+ * starting with a space or tab: an RFC 822 reader appends it to the header before, and
+ * `\tContent-Type: application/http` must not pass as a header of its own), a name that
+ * is not a token (`Content-Type :`, `Content Type:`), a second header of SINGLE.
+ */
 function parseHeaderLines(lines: readonly string[]): Map<string, string> | null {
   const headers = new Map<string, string>();
   for (const line of lines) {
+    if (line.startsWith(' ') || line.startsWith('\t')) return null;
     const colon = line.indexOf(':');
     if (colon <= 0) return null;
-    const name = line.slice(0, colon).trim().toLowerCase();
+    const name = line.slice(0, colon).toLowerCase();
+    if (!TOKEN.test(name)) return null;
     const value = line.slice(colon + 1).trim();
     const prev = headers.get(name);
+    if (prev !== undefined && SINGLE.has(name)) return null;
     headers.set(name, prev === undefined ? value : `${prev},${value}`);
   }
   return headers;
@@ -59,7 +110,7 @@ function parsePart(lines: readonly string[], outerHost: string): ClassifyRequest
   const head = parseHeaderLines(headLines);
   if (head === null) return 'malformed part header';
   const ct = head.get('content-type');
-  if (ct !== undefined && contentTypeParts(ct).type !== 'application/http') return `part content-type ${ct}`;
+  if (ct !== undefined && ct.split(';')[0]!.trim().toLowerCase() !== 'application/http') return `part content-type ${ct}`;
   const cte = head.get('content-transfer-encoding');
   if (cte !== undefined && !['binary', '7bit', '8bit'].includes(cte.toLowerCase())) return `part encoding ${cte}`;
   let i = 0;
@@ -88,44 +139,69 @@ function parsePart(lines: readonly string[], outerHost: string): ClassifyRequest
     host,
     path,
     headers,
-    body: innerBody.join('\r\n'),
+    // Bytes again (latin1 kept one char per byte), so a body condition decodes them as
+    // strict UTF-8 like any other body.
+    body: Buffer.from(innerBody.join('\r\n'), 'latin1'),
     contentType: innerHead.get('content-type'),
   };
 }
 
-/** Parses a batch body into its inner requests, or says why it cannot. */
+/** Transport padding after a delimiter (RFC 2046 LWSP): spaces and tabs only. */
+const PADDING = /[ \t]*$/;
+
+/**
+ * Parses a batch body into its inner requests, or says why it cannot.
+ *
+ * Where the parts are is the one thing we and the server must agree on, so the boundary
+ * may appear *only* as the delimiter lines we split on: RFC 2046 forbids it inside the
+ * parts, and any other occurrence is a place where a parser with other line or case rules
+ * starts a part we did not read: `--b` after a lone CR, `--b--\xa0` (not padding to RFC
+ * 2046, so our "close" would be content to a strict parser, and the parts after it real),
+ * `--B` in another case, anything after the close delimiter that names the boundary.
+ */
 export function parseGoogleBatch(contentType: string | undefined, body: Uint8Array | string | undefined, outerHost: string): BatchParse {
   if (body === undefined) return { ok: false, why: 'body not available' };
   if (contentType === undefined) return { ok: false, why: 'no content-type' };
-  const { type, boundaries } = contentTypeParts(contentType);
-  if (type !== 'multipart/mixed') return { ok: false, why: `content-type ${type}` };
-  // Two boundary parameters (even equal ones): which one a server splits on is its choice,
-  // and a batch read with the other would hide its parts (issue 9, hole 5).
-  if (boundaries.length > 1) return { ok: false, why: 'more than one boundary parameter' };
-  const boundary = boundaries[0];
-  if (boundary === undefined || boundary === '') return { ok: false, why: 'no boundary' };
+  const ct = batchContentType(contentType);
+  if ('why' in ct) return { ok: false, why: ct.why };
+  if (ct.type !== 'multipart/mixed') return { ok: false, why: `content-type ${ct.type}` };
+  const { boundary } = ct;
   // latin1 keeps every byte as one char, so binary part bodies cannot shift the lines.
   const text = bodyText(body, 'latin1')!;
-  const lines = text.split(/\r?\n/);
   const open = `--${boundary}`;
   const close = `--${boundary}--`;
   const rawParts: string[][] = [];
+  /** Offsets of the delimiter lines we split on. */
+  const delimiters = new Set<number>();
+  let closeAt = -1;
   let current: string[] | null = null;
-  for (const line of lines) {
-    const t = line.trimEnd();
-    if (t === close) {
+  for (let start = 0; start <= text.length; ) {
+    const nl = text.indexOf('\n', start);
+    const end = nl === -1 ? text.length : nl;
+    let line = text.slice(start, end);
+    if (line.endsWith('\r')) line = line.slice(0, -1);
+    const t = line.replace(PADDING, '');
+    if (t === open || t === close) {
+      delimiters.add(start);
       if (current !== null) rawParts.push(current);
       current = null;
-      break;
-    }
-    if (t === open) {
-      if (current !== null) rawParts.push(current);
+      if (t === close) {
+        closeAt = start;
+        break;
+      }
       current = [];
-      continue;
-    }
-    if (current !== null) current.push(line);
+    } else if (current !== null) current.push(line);
+    if (nl === -1) break;
+    start = nl + 1;
   }
   if (current !== null) rawParts.push(current); // no close delimiter: take what is there
+  const lowerText = text.toLowerCase();
+  const lowerOpen = open.toLowerCase();
+  for (let at = lowerText.indexOf(lowerOpen); at !== -1; at = lowerText.indexOf(lowerOpen, at + 1)) {
+    // Inside the close delimiter itself: a boundary of dashes overlaps its own `--` suffix.
+    const inClose = closeAt !== -1 && at > closeAt && at <= closeAt + close.length - open.length;
+    if (!delimiters.has(at) && !inClose) return { ok: false, why: `boundary outside a delimiter line at ${at}` };
+  }
   if (rawParts.length === 0) return { ok: false, why: 'no parts' };
   const parts: ClassifyRequest[] = [];
   for (const raw of rawParts) {

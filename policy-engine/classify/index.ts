@@ -21,7 +21,7 @@ import { classifyCalendar, isCalendarPath } from './calendar.js';
 import { classifyGeneric, methodRule } from './generic.js';
 import { classifyGmail, gmailNeedsBody, isGmailPath } from './gmail.js';
 import { isGoogleBatchPath, parseGoogleBatch } from './google-batch.js';
-import { googleMethods, isReadMethod, mostDangerousVerdict, parseRequest, wireAndOverrideMethods } from './http.js';
+import { contentEncoded, googleMethods, isReadMethod, mostDangerousVerdict, parseRequest, wireAndOverrideMethods } from './http.js';
 import { classifySlack, isSlackApiPath, isSlackHost } from './slack.js';
 import { STRIPE_HOST, classifyStripe } from './stripe.js';
 import type { Classification, ClassifyRequest, ParsedRequest, Verdict } from './types.js';
@@ -55,6 +55,8 @@ function classifyBatch(p: ParsedRequest, hint: string | undefined, depth: number
     inferred: pathApi,
   });
   if (depth > 0) return unparsable(); // Google does not nest batches
+  // A compressed batch is not read (we do not inflate): unparsable, like any body we cannot read.
+  if (contentEncoded(p.headers)) return unparsable();
   const parsed = parseGoogleBatch(p.contentType, p.body, p.host);
   if (!parsed.ok) return unparsable();
   const parts: Classification[] = [];
