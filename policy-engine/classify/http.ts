@@ -133,17 +133,31 @@ export function contentEncoded(headers: ClassifyRequest['headers']): boolean {
   return enc !== undefined && enc.split(',').some((e) => e.trim() !== '' && e.trim().toLowerCase() !== 'identity');
 }
 
+/**
+ * The headers say the request carries no body: no Transfer-Encoding, and Content-Length
+ * absent or 0 (HTTP/1.1, the only protocol the gateway speaks to agents). A body that was
+ * not passed is then empty, not unread, so `POST /v1/customers` with nothing in it is not
+ * taken for the dangerous reading of a body nobody saw.
+ */
+export function declaredBodyless(headers: ClassifyRequest['headers']): boolean {
+  if (headers['transfer-encoding'] !== undefined) return false;
+  const cl = headerValue(headers, 'content-length');
+  return cl === undefined || cl.trim() === '0';
+}
+
 const STRICT_UTF8 = new TextDecoder('utf-8', { fatal: true });
 
 /**
  * The body as text for a body condition, or undefined when it cannot be read the one way
- * the server reads it: absent; sent with a Content-Encoding (we do not inflate, and a
+ * the server reads it: not passed while the headers announce one (declaredBodyless);
+ * sent with a Content-Encoding (we do not inflate, and a
  * compressed body is a different text from the bytes we hold); bytes that are not valid
  * UTF-8 (an overlong or broken sequence is U+FFFD to us and may be a letter to a lenient
  * decoder). A string body is taken as it is.
  */
 export function bodyTextStrict(body: Uint8Array | string | undefined, headers: ClassifyRequest['headers']): string | undefined {
-  if (body === undefined || contentEncoded(headers)) return undefined;
+  if (contentEncoded(headers)) return undefined;
+  if (body === undefined) return declaredBodyless(headers) ? '' : undefined;
   if (typeof body === 'string') return body;
   try {
     return STRICT_UTF8.decode(body);

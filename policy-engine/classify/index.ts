@@ -23,7 +23,7 @@ import { classifyGmail, gmailNeedsBody, isGmailPath } from './gmail.js';
 import { isGoogleBatchPath, parseGoogleBatch } from './google-batch.js';
 import { contentEncoded, googleMethods, isReadMethod, mostDangerousVerdict, parseRequest, wireAndOverrideMethods } from './http.js';
 import { classifySlack, isSlackApiPath, isSlackHost } from './slack.js';
-import { STRIPE_HOST, classifyStripe } from './stripe.js';
+import { STRIPE_HOST, classifyStripe, stripeNeedsBody } from './stripe.js';
 import type { Classification, ClassifyRequest, ParsedRequest, Verdict } from './types.js';
 
 export type { Classification, ClassifyRequest } from './types.js';
@@ -116,6 +116,7 @@ export function classify(req: ClassifyRequest, connectorHint?: string): Classifi
  */
 export function needsBody(req: Pick<ClassifyRequest, 'method' | 'host' | 'path' | 'headers'>): boolean {
   const p = parseRequest({ ...req, body: undefined });
+  if (p.host === STRIPE_HOST) return stripeNeedsBody(p);
   if (!isGoogleHost(p.host)) return false;
   if (isGoogleBatchPath(p.lower)) return true;
   if (!googleMethods(p).some((m) => !isReadMethod(m))) return false;

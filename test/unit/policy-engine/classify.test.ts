@@ -296,6 +296,11 @@ describe('classify: needsBody', () => {
     ['POST', 'gmail.googleapis.com', `${U}/messages/send`, false],
     ['POST', 'slack.com', '/api/chat.postMessage', false],
     ['POST', 'api.stripe.com', '/v1/charges', false],
+    ['POST', 'api.stripe.com', '/v1/customers', true],
+    ['POST', 'api.stripe.com', '/v1/customers/cus_1', true],
+    ['GET', 'api.stripe.com', '/v1/customers/cus_1', false],
+    ['POST', 'api.stripe.com', '/v1/customers/cus_1/sources', false],
+    ['POST', 'api.stripe.com', '/v1/accounts/acct_1', true],
   ];
   for (const [method, host, path, want] of cases) {
     it(`${method} ${host}${path} → ${want}`, () => expect(needsBody({ method, host, path, headers: {} })).to.equal(want));
