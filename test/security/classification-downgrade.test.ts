@@ -1,4 +1,5 @@
 import { expect } from 'chai';
+import { gzipSync } from 'node:zlib';
 import { request } from 'undici';
 import { startAttackWorld, type AttackWorld } from '../helpers/attack-fixture.js';
 import { proxyAgent } from '../helpers/proxy-client.js';
@@ -28,7 +29,7 @@ describe('security: a dangerous request cannot be classified as a harmless one (
   after(async () => w?.close());
   beforeEach(async () => w.mark());
 
-  const gmail = (path: string, body: string, headers: Record<string, string> = {}, host = 'gmail.googleapis.com') =>
+  const gmail = (path: string, body: string | Buffer, headers: Record<string, string> = {}, host = 'gmail.googleapis.com') =>
     request(`https://${host}${path}`, { dispatcher: proxyAgent(w.gw), method: 'POST', body, headers: { authorization: `Bearer ${w.ph.GMAIL}`, 'content-type': 'application/json', ...headers } });
 
   async function deniedAsDelete(r: Awaited<ReturnType<typeof request>>, rule?: RegExp): Promise<void> {
@@ -82,6 +83,74 @@ describe('security: a dangerous request cannot be classified as a harmless one (
     await r.body.text();
     expect(r.statusCode).to.equal(403);
   });
+
+  // Second pass (the classifier's readings tightened after the first attack suite).
+
+  it('attack: trash via a gzip-compressed label change (the gateway does not inflate)', async () => {
+    await deniedAsDelete(await gmail(`${U}/messages/1/modify`, gzipSync('{"addLabelIds":["TRASH"]}'), { 'content-encoding': 'gzip' }));
+  });
+
+  it('attack: trash via a label list spelled AddLabelIds, the label padded as " TRASH"', async () => {
+    await deniedAsDelete(await gmail(`${U}/threads/1/modify`, '{"AddLabelIds":[" TRASH"]}'));
+  });
+
+  it('attack: a filter that trashes the provider\'s security alerts as they arrive', async () => {
+    await deniedAsDelete(await gmail(`${U}/settings/filters`, '{"criteria":{"from":"no-reply@accounts.google.com"},"action":{"addLabelIds":["TRASH"],"removeLabelIds":["INBOX"]}}'));
+  });
+
+  it('attack: a batch whose close delimiter is padded with NBSP, a delete hidden in the parts after it', async () => {
+    const body = `--b\r\nContent-Type: application/http\r\n\r\nGET ${U}/messages/2\r\n--b--\xa0\r\n--b\r\nContent-Type: application/http\r\n\r\nDELETE ${U}/messages/1\r\n--b--\r\n`;
+    await heldAndDenied(gmail('/batch/gmail/v1', Buffer.from(body, 'latin1'), { 'content-type': 'multipart/mixed; boundary=b' }, 'www.googleapis.com'), 'secret:GMAIL', 'change_permission');
+  });
+
+  it('attack: a batch with boundary= and an RFC 2231 boundary*= naming other parts', async () => {
+    const body = `--a\r\nContent-Type: application/http\r\n\r\nGET ${U}/messages/2\r\n--a--\r\n--b\r\nContent-Type: application/http\r\n\r\nDELETE ${U}/messages/1\r\n--b--\r\n`;
+    await heldAndDenied(gmail('/batch/gmail/v1', body, { 'content-type': "multipart/mixed; boundary=a; boundary*=utf-8''b" }, 'www.googleapis.com'), 'secret:GMAIL', 'change_permission');
+  });
+
+  it('attack: a batch read with GET whose body hides a delete', async () => {
+    const body = `--b\r\nContent-Type: application/http\r\n\r\nDELETE ${U}/messages/1\r\n--b--\r\n`;
+    const r = await request(`https://www.googleapis.com/batch/gmail/v1`, { dispatcher: proxyAgent(w.gw), method: 'GET', body, headers: { authorization: `Bearer ${w.ph.GMAIL}`, 'content-type': 'multipart/mixed; boundary=b' } });
+    await deniedAsDelete(r);
+  });
+
+  const stripe = (path: string, body: string) =>
+    request(`https://api.stripe.com${path}`, { dispatcher: proxyAgent(w.gw), method: 'POST', body, headers: { authorization: `Bearer ${w.ph.STRIPE_KEY}`, 'content-type': 'application/x-www-form-urlencoded' } });
+
+  it('attack: a Stripe invoice created with auto_advance (charged an hour later) under an allow-write policy', async () => {
+    await heldAndDenied(stripe('/v1/invoices', 'customer=cus_1&auto_advance=true'), 'secret:STRIPE_KEY', 'pay');
+  });
+
+  it('attack: a Stripe customer credited through balance=, spelled b%61lance', async () => {
+    await heldAndDenied(stripe('/v1/customers/cus_1', 'name=x&b%61lance=-500000'), 'secret:STRIPE_KEY', 'pay');
+  });
+
+  it('attack: Stripe usage reported for a customer (meter events bill them)', async () => {
+    await heldAndDenied(stripe('/v1/billing/meter_events', 'event_name=api_calls&payload[stripe_customer_id]=cus_1&payload[value]=1000000'), 'secret:STRIPE_KEY', 'pay');
+  });
+
+  it('a Stripe customer update without balance is still a write, allowed and forwarded', async () => {
+    const r = await stripe('/v1/customers/cus_1', 'name=Ada&metadata[note]=balance');
+    await r.body.text();
+    expect(r.statusCode).to.equal(200);
+    expect(w.up.seen).to.have.length(1);
+    const [e] = await w.audited(1);
+    expect(e).to.include({ connector: 'secret:STRIPE_KEY', category: 'write', decision: 'allow', reason: 'rule' });
+  });
+
+  /** Held for a human (a high-risk category), the upstream untouched; denied, then audited with its category. */
+  async function heldAndDenied(sending: ReturnType<typeof request>, connector: string, category: string): Promise<void> {
+    const approval = await pending();
+    expect(approval).to.include({ connector, category });
+    expect(w.up.seen).to.have.length(0);
+    expect((await w.t.api.post(`/v1/approvals/${approval.id}/decision`, { decision: 'deny' })).status).to.equal(200);
+    const r = await sending;
+    await r.body.text();
+    expect([r.statusCode, r.headers['x-gateway-error']]).to.deep.equal([403, 'approval_denied']);
+    expect(w.up.seen).to.have.length(0);
+    const [e] = await w.audited(1);
+    expect(e).to.include({ connector, category, decision: 'ask', reason: 'approval_denied', status: 403 });
+  }
 
   async function pending(): Promise<{ id: string; connector: string; category: string; summary: string }> {
     for (let i = 0; i < 300; i++) {
