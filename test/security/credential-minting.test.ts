@@ -19,10 +19,11 @@ describe('security: a swapped secret cannot mint a new credential (hole 1)', fun
 
   before(async () => {
     w = await startAttackWorld({
-      hosts: ['oauth2.googleapis.com', 'slack.com', 'api.stripe.com', 'auth.example.com'],
+      hosts: ['oauth2.googleapis.com', 'slack.com', 'acme.slack.com', 'api.stripe.com', 'api.github.com', 'auth.example.com'],
       secrets: {
         REFRESH: { value: REFRESH, allowed_hosts: ['oauth2.googleapis.com'], inject: ['form:refresh_token'] },
-        SLACK_APP: { value: CLIENT_SECRET, allowed_hosts: ['slack.com'] },
+        SLACK_APP: { value: CLIENT_SECRET, allowed_hosts: ['slack.com', 'acme.slack.com'] },
+        GITHUB: { value: 'ghp_realGithubTokenNeverForTheAgent0000', allowed_hosts: ['api.github.com'] },
         STRIPE_KEY: { value: STRIPE_KEY, allowed_hosts: ['api.stripe.com'] },
         MINTER: { value: 'real-client-secret-for-a-minting-secret', allowed_hosts: ['auth.example.com'], inject: ['form:client_secret'], allow_minting: true },
       },
@@ -62,6 +63,23 @@ describe('security: a swapped secret cannot mint a new credential (hole 1)', fun
 
   it('attack: a Stripe key asking for ephemeral keys', async () => {
     await refused(await post('https://api.stripe.com/v1/ephemeral_keys', 'customer=cus_1', { authorization: `Bearer ${w.ph.STRIPE_KEY}`, 'stripe-version': '2024-06-20' }));
+  });
+
+  it('attack: the Slack client secret at oauth.v2.access on a workspace subdomain, the method name percent-encoded', async () => {
+    const r = await request(`https://acme.slack.com/api/OAuth%2Ev2.Access`, { dispatcher: proxyAgent(w.gw), method: 'POST', body: 'code=abc', headers: { 'content-type': 'application/x-www-form-urlencoded', authorization: `Basic ${Buffer.from(`123.456:${w.ph.SLACK_APP}`).toString('base64')}` } });
+    await refused(r);
+    const [e] = await w.audited(1);
+    expect(e).to.include({ host: 'acme.slack.com', connector: 'secret:SLACK_APP', decision: 'deny', reason: 'credential_minting_not_allowed', status: 403 });
+  });
+
+  it('attack: a GitHub token asking for a self-hosted runner registration token (a runner receives the workflows\' secrets)', async () => {
+    await refused(await post('https://api.github.com/repos/o/r/actions/runners/registration-token', '', { authorization: `Bearer ${w.ph.GITHUB}` }));
+    const [e] = await w.audited(1);
+    expect(e).to.include({ connector: 'secret:GITHUB', decision: 'deny', reason: 'credential_minting_not_allowed', status: 403 });
+  });
+
+  it('attack: a GitHub token registering an SSH key the agent holds the private half of', async () => {
+    await refused(await post('https://api.github.com/user/keys', '{"title":"x","key":"ssh-ed25519 AAAA"}', { authorization: `Bearer ${w.ph.GITHUB}`, 'content-type': 'application/json' }));
   });
 
   it('a secret with allow_minting goes through (its own value still redacted from the answer)', async () => {
