@@ -136,3 +136,25 @@ export function statusOf(raw: string): { status: number; error: string | null; b
   const at = raw.indexOf('\r\n\r\n');
   return { status: m ? Number(m[1]) : 0, error: e ? e[1]! : null, body: at < 0 ? '' : raw.slice(at + 4) };
 }
+
+/** The headers of a WebSocket upgrade request (after the request line and Host). */
+export const UPGRADE_HEADERS = 'Upgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n';
+
+/**
+ * A TCP listener that must never be reached: it records the peer of every connection and
+ * answers `answer` (which contains the word `reached`), so a test can assert both.
+ */
+export async function startTripwire(host: string, answer: string): Promise<{ port: number; reached: string[]; close(): Promise<void> }> {
+  const { createServer } = await import('node:net');
+  const reached: string[] = [];
+  const server = createServer((s) => {
+    reached.push(String(s.remoteAddress));
+    s.end(answer);
+  });
+  await new Promise<void>((r) => server.listen(0, host, r));
+  return {
+    port: (server.address() as import('node:net').AddressInfo).port,
+    reached,
+    close: () => new Promise<void>((r) => server.close(() => r())),
+  };
+}

@@ -1,8 +1,6 @@
 import { expect } from 'chai';
-import { createServer, type Server, type Socket } from 'node:net';
-import type { AddressInfo } from 'node:net';
 import { startAttackWorld, type AttackWorld } from '../helpers/attack-fixture.js';
-import { proxyAuthorization, rawCleartextTunnelExchange, rawProxyExchange, statusOf } from '../helpers/proxy-client.js';
+import { proxyAuthorization, rawCleartextTunnelExchange, rawProxyExchange, statusOf, startTripwire, UPGRADE_HEADERS } from '../helpers/proxy-client.js';
 
 /**
  * Hole 4 (high): non-canonical IPv4 forms (`127.1`, `0x7f.1`, `2130706433`, ...) got past
@@ -20,27 +18,23 @@ const LOOPBACK_FORMS = [
 /** The cloud metadata address in its spellings (nothing listens there here: the refusal is what is checked). */
 const METADATA_FORMS = ['169.254.169.254', '0xa9fea9fe', '2852039166', '0251.0376.0251.0376', '[::ffff:169.254.169.254]', '[fd00:ec2::254]', '10.0.0.1', '192.168.1.1', '[fe80::1]'];
 
-const UPGRADE = 'Upgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n';
+const UPGRADE = UPGRADE_HEADERS;
 
 describe('security: no upstream connection reaches loopback, private or metadata addresses, in any spelling (hole 4)', function () {
   this.timeout(60000);
   let w: AttackWorld;
-  let listener: Server;
+  let tripwire: Awaited<ReturnType<typeof startTripwire>>;
   let port: number;
-  const reached: string[] = [];
+  let reached: string[];
 
   before(async () => {
-    listener = createServer((s: Socket) => {
-      reached.push(`${s.remoteAddress}`);
-      s.end('HTTP/1.1 200 OK\r\nContent-Length: 7\r\n\r\nreached');
-    });
-    await new Promise<void>((r) => listener.listen(0, '::', r));
-    port = (listener.address() as AddressInfo).port;
+    tripwire = await startTripwire('::', 'HTTP/1.1 200 OK\r\nContent-Length: 7\r\n\r\nreached');
+    ({ port, reached } = tripwire);
     w = await startAttackWorld({ hosts: ['api.example.com'], egress: ['*'], secrets: {} });
   });
   after(async () => {
     await w?.close();
-    await new Promise((r) => listener.close(r));
+    await tripwire.close();
   });
   beforeEach(() => {
     reached.length = 0;

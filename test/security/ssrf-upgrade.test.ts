@@ -1,8 +1,6 @@
 import { expect } from 'chai';
-import { createServer, type Server, type Socket } from 'node:net';
-import type { AddressInfo } from 'node:net';
 import { startAttackWorld, type AttackWorld } from '../helpers/attack-fixture.js';
-import { rawCleartextTunnelExchange, rawTunnelExchange, statusOf } from '../helpers/proxy-client.js';
+import { rawCleartextTunnelExchange, rawTunnelExchange, statusOf, startTripwire, UPGRADE_HEADERS } from '../helpers/proxy-client.js';
 import { createWebhookSender } from '../../webhooks/sender.js';
 
 /**
@@ -12,27 +10,23 @@ import { createWebhookSender } from '../../webhooks/sender.js';
  * upgrades, like tunnelled and plain requests and webhook delivery, connect only through
  * lib/egress-guard.ts. ssrf-address-forms.test.ts runs every address spelling on every path.
  */
-const UPGRADE = 'Upgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n';
+const UPGRADE = UPGRADE_HEADERS;
 
 describe('security: upgrades go through the same egress checks as every request (hole 3)', function () {
   this.timeout(30000);
   let w: AttackWorld;
-  let listener: Server;
+  let tripwire: Awaited<ReturnType<typeof startTripwire>>;
   let port: number;
-  const reached: string[] = [];
+  let reached: string[];
 
   before(async () => {
-    listener = createServer((s: Socket) => {
-      reached.push(String(s.remoteAddress));
-      s.end('HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\nreached');
-    });
-    await new Promise<void>((r) => listener.listen(0, '127.0.0.1', r));
-    port = (listener.address() as AddressInfo).port;
+    tripwire = await startTripwire('127.0.0.1', 'HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\nreached');
+    ({ port, reached } = tripwire);
     w = await startAttackWorld({ hosts: ['api.example.com'], egress: ['*'], secrets: { KEY: { value: 'real-upgrade-key-123456', allowed_hosts: ['api.example.com'] } } });
   });
   after(async () => {
     await w?.close();
-    await new Promise((r) => listener.close(r));
+    await tripwire.close();
   });
   beforeEach(async () => {
     reached.length = 0;
