@@ -3,7 +3,7 @@ import type { Logger } from '../lib/log.js';
 import type { AccountsService } from '../accounts/accounts.service.js';
 import { apiKeyAuth } from './middleware/auth.js';
 import { jsonBody, rejectBadBody } from './middleware/json-body.js';
-import { errorHandler, noSuchRoute } from './middleware/errors.js';
+import { decodableUrl, errorHandler, noSuchRoute } from './middleware/errors.js';
 
 export interface AppParts {
   log: Logger;
@@ -19,6 +19,42 @@ export interface AppParts {
   routers: Router[];
 }
 
+/** One route of the API as the router holds it (for the route-enumerating fuzz test and docs). */
+export interface RouteInfo {
+  method: string;
+  /** The Express path under /v1, e.g. `/v1/environments/:id/suspend`. */
+  path: string;
+  /** Reachable without an API key. */
+  public: boolean;
+  /** Takes no body: a bodiless method, or marked with noBody. */
+  bodiless: boolean;
+}
+
+interface RouterLayer {
+  route?: { path: string; methods: Record<string, boolean>; stack: Array<{ handle: unknown; method?: string }> };
+}
+
+/** Every route of these routers, read from the routers themselves (a route added later is listed too). */
+export function listRoutes(parts: Pick<AppParts, 'routers' | 'publicRouters'>): RouteInfo[] {
+  const out: RouteInfo[] = [];
+  const walk = (r: Router, isPublic: boolean) => {
+    for (const layer of (r as unknown as { stack: RouterLayer[] }).stack) {
+      const route = layer.route;
+      if (!route) continue;
+      for (const m of Object.keys(route.methods)) {
+        const method = m.toUpperCase();
+        const marked = route.stack.some((l) => (l.method === undefined || l.method === m) && (l.handle as { takesNoBody?: boolean }).takesNoBody === true);
+        out.push({ method, path: `/v1${route.path}`, public: isPublic, bodiless: BODILESS.has(method) || marked });
+      }
+    }
+  };
+  for (const r of parts.publicRouters ?? []) walk(r, true);
+  for (const r of parts.routers) walk(r, false);
+  return out;
+}
+
+const BODILESS = new Set(['GET', 'HEAD', 'DELETE', 'OPTIONS']);
+
 /** The management API: JSON in and out, errors from the registry, 404 `no such route` last. */
 export function createApp(parts: AppParts): Express {
   const app = express();
@@ -29,6 +65,7 @@ export function createApp(parts: AppParts): Express {
     res.setHeader('Cache-Control', 'no-store');
     next();
   });
+  app.use(decodableUrl);
   for (const r of parts.publicRouters ?? []) app.use('/v1', r);
   // Who is asking, from the headers alone; then the body (issue 9, hole 8).
   app.use('/v1', apiKeyAuth(parts.accounts));
@@ -37,5 +74,6 @@ export function createApp(parts: AppParts): Express {
   for (const r of parts.routers) app.use('/v1', r);
   app.use(noSuchRoute);
   app.use(errorHandler(parts.log));
+  app.locals.routes = listRoutes(parts);
   return app;
 }

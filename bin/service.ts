@@ -17,7 +17,7 @@ import { createSecretsService, type SecretsService } from '../environments/secre
 import { createEgressService, type EgressService } from '../environments/egress.service.js';
 import { secretsRouter } from '../api/routes/secrets.js';
 import { egressRouter } from '../api/routes/egress.js';
-import { createApp } from '../api/app.js';
+import { createApp, type RouteInfo } from '../api/app.js';
 import { environmentsRouter } from '../api/routes/environments.js';
 import { templatesRouter } from '../api/routes/templates.js';
 import { testClockRouter } from '../api/routes/test-clock.js';
@@ -61,6 +61,8 @@ export interface RunningService {
   policies: PoliciesService;
   /** The audit log: the proxy calls recordLater() once per request; tests record() and flush(). */
   audit: AuditService;
+  /** Every route of the management API, read from its routers. */
+  routes: RouteInfo[];
   close(): Promise<void>;
 }
 
@@ -226,6 +228,7 @@ export async function startService(config: Readonly<Config>, log: Logger): Promi
     approvals,
     policies,
     audit,
+    routes: app.locals.routes as RouteInfo[],
     async close() {
       await new Promise<void>((resolve) => {
         apiServer.close(() => resolve());

@@ -11,6 +11,8 @@ declare module 'express-serve-static-core' {
      * earlier checks; rejectBadBody answers it for every other route.
      */
     bodyError?: ServiceError;
+    /** The body was empty but came with the JSON Content-Type (400 only where a body is needed). */
+    emptyJsonBody?: boolean;
   }
 }
 
@@ -26,8 +28,10 @@ export const DECISION_BODY_BYTES = 64 * 1024;
  * Reads the raw body and parses it as JSON ourselves, so that:
  * - a body without `Content-Type: application/json` is 415 `unsupported_media_type`;
  * - JSON that does not parse is 400 `invalid_request`;
- * - an empty body with no Content-Type leaves req.body undefined (release-lease and the
- *   state moves accept that), while an empty body *with* the JSON header is 400;
+ * - an empty body leaves req.body undefined whatever its Content-Type: an operation that
+ *   takes no body ignores it (SDKs send the JSON header on every request); one that needs
+ *   a body (requireJson) or tells "no body" from "empty JSON" (optionalJsonBody, the
+ *   spec's release-lease rule) answers 400 when the JSON header came with nothing;
  * - req.rawBody keeps the exact bytes for signature checks.
  *
  * A body error is recorded on req.bodyError, not passed to next(err): the public routers
@@ -133,7 +137,7 @@ async function readJsonWith(limit: number, req: Request, res: Response, next: Ne
   req.body = undefined;
   const type = req.headers['content-type'];
   if (raw.length === 0) {
-    if (type && JSON_TYPE.test(type)) return fail(new ServiceError('invalid_request', 'the body is empty but Content-Type says JSON'));
+    if (type && JSON_TYPE.test(type)) req.emptyJsonBody = true;
     return next();
   }
   if (!type || !JSON_TYPE.test(type)) {
@@ -147,17 +151,61 @@ async function readJsonWith(limit: number, req: Request, res: Response, next: Ne
   next();
 }
 
-/** Answers a body error jsonBody recorded (mounted after the public routers). */
+const BODILESS_METHODS = new Set(['GET', 'HEAD', 'DELETE', 'OPTIONS']);
+
+const sentABody = (req: Request): boolean => (req.rawBody?.length ?? 0) > 0;
+
+function takesNoBody(req: Request): ServiceError {
+  return new ServiceError('invalid_request', `${req.method} ${req.path} takes no body: send the request without one`);
+}
+
+/**
+ * Answers what must be answered before any route runs (mounted after the public routers):
+ * a body that was not read (413, compressed 415), and a body sent with GET, HEAD, DELETE
+ * or OPTIONS, none of which takes one. Other body errors (415 for a non-JSON body, 400 for
+ * JSON that does not parse) are answered by the route: requireJson throws them, and a
+ * route that takes no body (noBody) answers 400 "takes no body" instead.
+ */
 export function rejectBadBody(req: Request, _res: Response, next: NextFunction): void {
-  if (req.bodyError) return next(req.bodyError);
+  if (req.bodyError && req.rawBody === undefined) return next(req.bodyError);
+  if (BODILESS_METHODS.has(req.method) && sentABody(req)) return next(takesNoBody(req));
   next();
 }
+
+/**
+ * Route middleware for an operation that takes no body (suspend, resume, wake, rotate, ...):
+ * an empty body is no body whatever its Content-Type; anything else is 400, before the
+ * operation runs. test/integration/api-fuzz.test.ts checks every route of the router is
+ * either this, a bodiless method, or reads its body with requireJson.
+ */
+export const noBody = Object.assign(
+  // Request<any>: typed as a plain Request, Express would infer the route's params from it.
+  // eslint-disable-next-line @typescript-eslint/no-explicit-any
+  (req: Request<any>, _res: Response, next: NextFunction): void => {
+    if (sentABody(req)) return next(takesNoBody(req));
+    next();
+  },
+  { takesNoBody: true as const },
+);
+
+const emptyJson = (): ServiceError => new ServiceError('invalid_request', 'the body is empty but Content-Type says JSON');
 
 /** For endpoints that need a body: none at all is 415 (no JSON was sent). */
 export function requireJson(req: Request): unknown {
   if (req.bodyError) throw req.bodyError;
+  if (req.emptyJsonBody) throw emptyJson();
   if (req.body === undefined) {
     throw new ServiceError('unsupported_media_type', 'this endpoint needs a JSON body with Content-Type: application/json');
   }
+  return req.body;
+}
+
+/**
+ * For an endpoint whose body is optional (release-lease): no body at all is undefined; an
+ * empty body sent with the JSON Content-Type is 400 (service.md, Conventions).
+ */
+export function optionalJsonBody(req: Request): unknown {
+  if (req.bodyError) throw req.bodyError;
+  if (req.emptyJsonBody) throw emptyJson();
   return req.body;
 }

@@ -5,7 +5,7 @@ import type { WakeupsService } from '../../environments/wakeups.service.js';
 import type { SchedulesService } from '../../environments/schedules.service.js';
 import type { AgentSettings } from '../../environments/rules.js';
 import { developerOf } from '../middleware/auth.js';
-import { requireJson } from '../middleware/json-body.js';
+import { requireJson, noBody } from '../middleware/json-body.js';
 import { check, validateBody } from '../validation.js';
 import { optionalString, page, parseLimit, parsePage } from '../pagination.js';
 import {
@@ -82,13 +82,13 @@ export function environmentsRouter(deps: { environments: EnvironmentsService; wa
     res.json(await environments.destroy(developerOf(req).id, req.params.id));
   });
 
-  r.post('/environments/:id/suspend', async (req, res) => {
+  r.post('/environments/:id/suspend', noBody, async (req, res) => {
     res.json(await environments.suspend(developerOf(req).id, req.params.id));
   });
-  r.post('/environments/:id/resume', async (req, res) => {
+  r.post('/environments/:id/resume', noBody, async (req, res) => {
     res.json(await environments.resume(developerOf(req).id, req.params.id));
   });
-  r.post('/environments/:id/wake', async (req, res) => {
+  r.post('/environments/:id/wake', noBody, async (req, res) => {
     res.json(await environments.wake(developerOf(req).id, req.params.id));
   });
   r.post('/environments/:id/keep-awake', async (req, res) => {

@@ -1,7 +1,7 @@
 import { Router } from 'express';
 import type { TemplatesService } from '../../environments/templates.service.js';
 import { developerOf } from '../middleware/auth.js';
-import { requireJson } from '../middleware/json-body.js';
+import { requireJson, noBody } from '../middleware/json-body.js';
 import { validateBody } from '../validation.js';
 import { page, parsePage } from '../pagination.js';
 import { templateSchema } from '../schemas/environments.js';
@@ -21,10 +21,10 @@ export function templatesRouter(deps: { templates: TemplatesService }): Router {
     res.json(await templates.get(developerOf(req).id, req.params.id));
   });
   // Stands in for the template builder until builds run here (docs/api.md).
-  r.post('/templates/:id/ready', async (req, res) => {
+  r.post('/templates/:id/ready', noBody, async (req, res) => {
     res.json(await templates.setStatus(developerOf(req).id, req.params.id, 'ready'));
   });
-  r.post('/templates/:id/failed', async (req, res) => {
+  r.post('/templates/:id/failed', noBody, async (req, res) => {
     res.json(await templates.setStatus(developerOf(req).id, req.params.id, 'failed'));
   });
   return r;

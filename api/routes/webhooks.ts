@@ -3,7 +3,7 @@ import { notFound } from '../../lib/errors.js';
 import type { WebhookEndpointsService } from '../../webhooks/endpoints.service.js';
 import type { WebhookDeliveryService } from '../../webhooks/delivery.service.js';
 import { developerOf } from '../middleware/auth.js';
-import { requireJson } from '../middleware/json-body.js';
+import { requireJson, noBody } from '../middleware/json-body.js';
 import { page, parsePage } from '../pagination.js';
 import { validateBody } from '../validation.js';
 import { listDeliveriesQuery, setWebhookEndpointSchema, type SetWebhookEndpointInput } from '../schemas/webhooks.js';
@@ -32,7 +32,7 @@ export function webhooksRouter(deps: { endpoints: WebhookEndpointsService; deliv
     res.status(204).end();
   });
 
-  r.post('/webhook-endpoint/rotate', async (req, res) => {
+  r.post('/webhook-endpoint/rotate', noBody, async (req, res) => {
     res.json(await endpoints.rotate(developerOf(req).id));
   });
 

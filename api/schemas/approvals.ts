@@ -32,6 +32,7 @@ export function decisionBody(req: Request): DecisionBody {
     if (err.code === 'invalid_request') return { ok: false, error: new ServiceError('invalid_decision', err.message) };
     return { ok: false, error: err };
   }
+  if (req.emptyJsonBody) return { ok: false, error: new ServiceError('invalid_decision', 'the body is empty but Content-Type says JSON') };
   if (req.body === undefined) {
     return { ok: false, error: new ServiceError('unsupported_media_type', 'a decision needs a JSON body with Content-Type: application/json') };
   }

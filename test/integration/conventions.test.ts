@@ -97,10 +97,16 @@ describe('HTTP conventions (decisions.md, Conventions)', () => {
       expect(r.body.error).to.equal('invalid_request');
     });
 
-    it('400 for an empty body sent with the JSON content type', async () => {
-      const r = await t.raw('POST', '/v1/environments/env_000000000000000000000000/suspend', { body: '', headers: { ...auth(), 'content-type': 'application/json' } });
+    it('400 for an empty body sent with the JSON content type where a body is needed', async () => {
+      const r = await t.raw('POST', '/v1/environments', { body: '', headers: { ...auth(), 'content-type': 'application/json' } });
       expect(r.status).to.equal(400);
       expect(r.body.error).to.equal('invalid_request');
+    });
+
+    it('an operation that takes no body ignores an empty one sent with the JSON content type (issue 10)', async () => {
+      const r = await t.raw('POST', '/v1/environments/env_000000000000000000000000/suspend', { body: '', headers: { ...auth(), 'content-type': 'application/json' } });
+      expect(r.status).to.equal(404);
+      expect(r.body.error).to.equal('not_found');
     });
 
     it('422 invalid_body for an unknown field, a wrong type and a missing field', async () => {
