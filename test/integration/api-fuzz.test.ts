@@ -1,5 +1,6 @@
 import { expect } from 'chai';
 import { request as httpRequest } from 'node:http';
+import fc from 'fast-check';
 import { startTestService, type TestService } from '../helpers/service.js';
 
 /**
@@ -127,6 +128,43 @@ describe('API fuzz: every route of the router (issue 10)', () => {
       expect(r.status, route.path).to.equal(400);
       expect(r.body.error, route.path).to.equal('invalid_request');
       expectClientError(await raw(t.url, 'GET', `${path}?after=${'y'.repeat(5000)}&limit=${'9'.repeat(300)}`, auth), `${route.path} long query`);
+    }
+  });
+
+  it('every route that takes a body, sent random and hostile JSON: no 5xx, a JSON {error, message}', async function () {
+    this.timeout(60_000);
+    const env = await t.api.post('/v1/environments', { end_user_id: 'fuzz-json' });
+    const hostile = [
+      'null', '0', '-1e309', '"x"', '[]', '{}', '{"__proto__":{"admin":true}}', '{"constructor":{"prototype":{"x":1}}}',
+      `${'['.repeat(50_000)}${']'.repeat(50_000)}`, `{"end_user_id":"${'u'.repeat(100_000)}"}`, '{"end_user_id":"\u0000"}',
+      '{"end_user_id":"a","end_user_id":"b"}', '{"a":1e400}', '{"limit":9007199254740993}', '\ufeff{}', '{"value":"\ud800"}',
+    ];
+    for (const route of t.svc.routes.filter((r) => !r.bodiless && !r.public)) {
+      const path = route.path.replace(/:id/, env.body.id).replace(/:name/, 'FUZZ_SECRET').replace(/:[A-Za-z_]+/g, 'FUZZ');
+      const bodies = [...hostile, ...fc.sample(fc.jsonValue({ maxDepth: 4 }), { numRuns: 15, seed: 10 }).map((v) => JSON.stringify(v))];
+      for (const body of bodies) {
+        const r = await raw(t.url, route.method, path, { ...auth, 'content-type': 'application/json' }, body);
+        expectClientError(r, `${route.method} ${route.path} with ${body.slice(0, 60)}`);
+      }
+    }
+    expect((await raw(t.url, 'GET', '/v1/environments', auth)).status).to.equal(200);
+  });
+
+  it('hostile headers on every route: no 5xx', async () => {
+    const weird: Array<Record<string, string>> = [
+      { 'idempotency-key': 'k'.repeat(5000) },
+      { 'idempotency-key': '\u00ff' },
+      { 'content-type': 'application/json; charset=utf-16' },
+      { 'content-type': 'application/json;;;' },
+      { accept: 'text/html' },
+      { 'content-encoding': 'gzip' },
+    ];
+    for (const route of t.svc.routes) {
+      const path = route.path.replace(/:[A-Za-z_]+/g, 'env_000000000000000000000000');
+      for (const h of weird) {
+        const body = route.bodiless ? undefined : '{}';
+        expectClientError(await raw(t.url, route.method, path, { ...auth, 'content-type': 'application/json', ...h }, body), `${route.method} ${route.path} ${JSON.stringify(h)}`);
+      }
     }
   });
 
