@@ -5,11 +5,12 @@ import { newTimeOrderedId } from '../lib/ids.js';
 import type { Logger } from '../lib/log.js';
 import { auditStore, type ListFilters } from './audit.store.js';
 import { ChainVerifier, EMPTY_HEAD, chainRows, type VerifyResult } from './chain.js';
-import { AuditBatchWriter, type AuditWriterStats, type BatchWriterOptions } from './batch-writer.js';
+import { AuditBatchWriter, AuditNotCommitted, type AuditWriterStats, type BatchWriterOptions } from './batch-writer.js';
 import { sanitizeEntry, toAuditEntry, type AuditEntry, type AuditEntryInput, type AuditRow, type UnchainedRow } from './entry.js';
 
 export type { AuditEntry, AuditEntryInput } from './entry.js';
 export type { VerifyResult } from './chain.js';
+export { AuditNotCommitted } from './batch-writer.js';
 export type { AuditWriterStats, BatchWriterOptions } from './batch-writer.js';
 
 export interface ListAuditOptions extends ListFilters {
@@ -36,8 +37,12 @@ function transient(err: unknown): boolean {
   return err instanceof MissingHead || code === 'ER_LOCK_DEADLOCK' || code === 'ER_LOCK_WAIT_TIMEOUT' || code === 'SQLITE_BUSY' || code === 'SQLITE_BUSY_SNAPSHOT';
 }
 
-export function createAuditService(deps: { db: Db; clock: Clock; log: Logger; batch?: Partial<BatchWriterOptions> }) {
+/** How long the gateway waits for its entry's commit before it fails closed. */
+const COMMIT_WAIT_MS = 5_000;
+
+export function createAuditService(deps: { db: Db; clock: Clock; log: Logger; batch?: Partial<BatchWriterOptions>; commitWaitMs?: number }) {
   const { db, clock, log } = deps;
+  const commitWaitMs = deps.commitWaitMs ?? COMMIT_WAIT_MS;
   // Developers whose chain head row is known to exist: saves the INSERT IGNORE round trip
   // on every append. Heads are never deleted; if one is (tampering), the lock finds no
   // row, the id leaves this set, and the append is retried after re-creating it.
@@ -125,11 +130,38 @@ export function createAuditService(deps: { db: Db; clock: Clock; log: Logger; ba
   /**
    * Queues one entry for the batched writer and returns its id at once, or null when the
    * queue is full or the writer closed (counted in stats().dropped). Throws TypeError for
-   * an entry that breaks the field rules. This is the proxy's call, after the response.
+   * an entry that breaks the field rules. For entries no answer waits on (tests, benches).
    */
   function recordLater(entry: AuditEntryInput): string | null {
     const row = prepare(entry);
     return writer.enqueue(row) ? row.id : null;
+  }
+
+  /**
+   * The gateway's call, before it finishes an answer: resolves once the entry is committed
+   * (group commit: it shares a transaction with whatever else is waiting). Rejects with
+   * AuditNotCommitted when the store cannot take it (the attempt failed, the queue is full,
+   * the writer is closed) or has not committed within commitWaitMs; the gateway then fails
+   * closed. An entry whose attempt failed stays queued and is written once the store is back.
+   * Throws TypeError for an entry that breaks the field rules.
+   */
+  function commit(entry: AuditEntryInput): Promise<void> {
+    const row = prepare(entry);
+    const committed = writer.commit(row);
+    if (commitWaitMs <= 0) return committed;
+    return new Promise<void>((resolve, reject) => {
+      const timer = setTimeout(() => reject(new AuditNotCommitted('timeout')), commitWaitMs);
+      committed.then(
+        () => {
+          clearTimeout(timer);
+          resolve();
+        },
+        (err: unknown) => {
+          clearTimeout(timer);
+          reject(err);
+        },
+      );
+    });
   }
 
   /** Newest first; returns up to limit + 1 entries (api/pagination page() cuts). */
@@ -182,6 +214,7 @@ export function createAuditService(deps: { db: Db; clock: Clock; log: Logger; ba
   return {
     record,
     recordLater,
+    commit,
     /** Writes everything queued before the call; rejects if the store fails (entries stay queued). */
     flush: () => writer.flush(),
     /** Stops the batched writer after writing what is queued (retrying up to timeoutMs). */

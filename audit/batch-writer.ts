@@ -2,18 +2,23 @@ import type { Logger } from '../lib/log.js';
 import type { UnchainedRow } from './entry.js';
 
 /**
- * The proxy's audit writer: `enqueue` returns at once (the agent already has its
- * response), and a background loop appends the queue in batches, each batch in ONE
- * transaction (one lock of each developer's chain head, one multi-row insert, one commit
- * instead of one per entry).
+ * The proxy's audit writer: group commit with no fixed wait. `commit(row)` resolves once
+ * the row is committed (the gateway finishes an answer only then: issue 10, item 3);
+ * `enqueue(row)` queues without waiting (tests, benches, and entries of answers that can no
+ * longer be held, like a connection the agent already closed).
  *
- * - A batch is written ~intervalMs after the first entry of an idle queue, at once when
- *   maxBatch entries wait, and otherwise at most one batch per intervalMs while more wait
- *   (group commit: under load a batch carries what arrived in intervalMs, up to maxBatch).
+ * - A commit starts as soon as the first entry arrives on an idle writer (after the current
+ *   I/O callbacks: setImmediate, so entries produced by the same event-loop turn share it)
+ *   and as soon as the previous commit ends; whatever queued meanwhile goes into it, up to
+ *   maxBatch entries, each batch in ONE transaction (one lock of each developer's chain
+ *   head, one multi-row insert, one commit). A lone request waits for one commit, never a
+ *   timer; under load, batches grow by themselves to what arrived during one commit.
  * - A failed batch stays at the head of the queue, in order, and is retried with
- *   exponential backoff (retryBaseMs .. retryMaxMs) for as long as the store is down.
- *   Entries keep queueing up to maxQueue; beyond it new entries are dropped and counted
- *   (stats().dropped) and the log says so. Nothing else is ever dropped.
+ *   exponential backoff (retryBaseMs .. retryMaxMs) for as long as the store is down; the
+ *   waiters of its entries are rejected at once (the gateway then fails closed), the entries
+ *   themselves are kept and written when the store is back (what the gateway decided did
+ *   happen). Entries keep queueing up to maxQueue; beyond it new entries are refused,
+ *   counted (stats().dropped) and logged. Nothing else is ever dropped.
  * - After a failure the commit may have happened anyway (the connection died on the
  *   reply), so the next attempt first asks which of the batch's ids are stored and
  *   drops those: an entry is written at most once.
@@ -22,7 +27,6 @@ import type { UnchainedRow } from './entry.js';
  */
 
 export interface BatchWriterOptions {
-  intervalMs: number;
   maxBatch: number;
   maxQueue: number;
   retryBaseMs: number;
@@ -30,7 +34,6 @@ export interface BatchWriterOptions {
 }
 
 export const BATCH_DEFAULTS: Readonly<BatchWriterOptions> = Object.freeze({
-  intervalMs: 50,
   maxBatch: 200,
   maxQueue: 20_000,
   retryBaseMs: 100,
@@ -57,9 +60,22 @@ export interface AuditWriterStats {
   last_error: string | null;
 }
 
+interface Waiter {
+  resolve(): void;
+  reject(err: Error): void;
+}
+
 interface Item {
   n: number;
   row: UnchainedRow;
+  waiter: Waiter | null;
+}
+
+/** Why a commit() was refused or failed; `code` is the driver's code or the refusal's reason. */
+export class AuditNotCommitted extends Error {
+  constructor(readonly code: string) {
+    super(`audit entry not committed (${code})`);
+  }
 }
 
 /** A driver error's code, never its message. */
@@ -79,6 +95,7 @@ export class AuditBatchWriter {
   #queue: Item[] = [];
   #counter = 0;
   #timer: NodeJS.Timeout | null = null;
+  #immediate: NodeJS.Immediate | null = null;
   #inflight: Promise<void> | null = null;
   #failures = 0;
   #uncertain = false;
@@ -98,18 +115,40 @@ export class AuditBatchWriter {
 
   /** Queues a row; false when it was dropped (queue full or writer closed). */
   enqueue(row: UnchainedRow): boolean {
+    return this.#push(row, null);
+  }
+
+  /**
+   * Queues a row and resolves once it is committed; rejects with AuditNotCommitted when the
+   * queue is full, the writer is closed, or the attempt that carried it failed (the row then
+   * stays queued and is written by a later attempt, unless refused outright).
+   */
+  commit(row: UnchainedRow): Promise<void> {
+    return new Promise<void>((resolve, reject) => {
+      this.#push(row, { resolve, reject });
+    });
+  }
+
+  #push(row: UnchainedRow, waiter: Waiter | null): boolean {
     if (this.#closed || this.#queue.length >= this.#opts.maxQueue) {
-      this.#drop(this.#closed ? 'closed' : 'queue_full');
+      const why = this.#closed ? 'closed' : 'queue_full';
+      this.#drop(why);
+      waiter?.reject(new AuditNotCommitted(why));
       return false;
     }
-    this.#queue.push({ n: ++this.#counter, row });
-    // While a batch is in flight its completion schedules the next; while backing off
-    // the retry timer is already set and new entries do not shorten it.
-    if (this.#inflight || this.#failures > 0) return true;
-    if (this.#queue.length >= this.#opts.maxBatch) this.#schedule(0);
-    else if (!this.#timer) this.#schedule(this.#opts.intervalMs);
+    this.#queue.push({ n: ++this.#counter, row, waiter });
+    // While a batch is in flight its completion starts the next; while backing off the
+    // retry timer is already set and new entries do not shorten it.
+    if (this.#inflight || this.#failures > 0 || this.#immediate) return true;
+    this.#immediate = setImmediate(this.#kick);
     return true;
   }
+
+  readonly #kick = (): void => {
+    this.#immediate = null;
+    if (this.#inflight || this.#closed) return;
+    this.#run().catch(() => {}); // logged in #step; the failure path scheduled the retry
+  };
 
   /**
    * Resolves when every entry queued before the call is written; rejects when an attempt
@@ -134,6 +173,8 @@ export class AuditBatchWriter {
   async close(timeoutMs = 5_000): Promise<{ abandoned: number }> {
     this.#closed = true;
     this.#clearTimer();
+    if (this.#immediate) clearImmediate(this.#immediate);
+    this.#immediate = null;
     const deadline = Date.now() + timeoutMs;
     while (this.#queue.length > 0 && Date.now() < deadline) {
       const left = deadline - Date.now();
@@ -152,6 +193,7 @@ export class AuditBatchWriter {
     }
     this.#clearTimer();
     const abandoned = this.#queue.length;
+    for (const it of this.#queue) it.waiter?.reject(new AuditNotCommitted('closed'));
     if (abandoned > 0) {
       this.#log.error({ abandoned, last_error: this.#lastError }, 'audit: entries not written at shutdown (store unavailable)');
     }
@@ -197,18 +239,11 @@ export class AuditBatchWriter {
   /** One batch; concurrent callers share the attempt in flight. */
   #run(): Promise<void> {
     if (!this.#inflight) {
-      const startedAt = Date.now();
       this.#inflight = this.#step().then(
         () => {
           this.#inflight = null;
-          if (this.#queue.length === 0) return;
-          // Group commit: a full batch goes at once; a partial one waits until intervalMs
-          // after the previous batch started. A commit costs about the same for 5 entries as
-          // for 200 (round trips, the head lock, the log flush), and going again at once made
-          // batches as small as what arrived during one commit: on MySQL at 3,000 requests/s
-          // that was a handful, and the writer's CPU per entry several times higher.
-          const wait = this.#queue.length >= this.#opts.maxBatch ? 0 : Math.max(0, this.#opts.intervalMs - (Date.now() - startedAt));
-          this.#schedule(wait);
+          // Group commit without a timer: whatever queued during this commit goes now.
+          if (this.#queue.length > 0 && !this.#closed && !this.#immediate) this.#immediate = setImmediate(this.#kick);
         },
         (err: unknown) => {
           this.#inflight = null;
@@ -227,7 +262,11 @@ export class AuditBatchWriter {
         const batchIds = this.#queue.slice(0, this.#opts.maxBatch).map((it) => it.row.id);
         const stored = await this.#sink.existingIds(batchIds);
         if (stored.size > 0) {
-          this.#queue = this.#queue.filter((it) => !stored.has(it.row.id));
+          this.#queue = this.#queue.filter((it) => {
+            if (!stored.has(it.row.id)) return true;
+            it.waiter?.resolve();
+            return false;
+          });
           this.#written += stored.size;
         }
         this.#uncertain = false;
@@ -239,6 +278,7 @@ export class AuditBatchWriter {
       // end: the batch is still the head of the queue.
       this.#queue.splice(0, batch.length);
       this.#written += batch.length;
+      for (const it of batch) it.waiter?.resolve();
       if (this.#failures > 0) {
         this.#log.info({ failures: this.#failures, queued: this.#queue.length }, 'audit: writing again after store failures');
       }
@@ -247,6 +287,13 @@ export class AuditBatchWriter {
       this.#failures += 1;
       this.#uncertain = true;
       this.#lastError = errorCode(err);
+      // Fail closed now: whoever waits on the entries of this attempt answers without them.
+      // The entries stay queued for the retry.
+      const e = new AuditNotCommitted(this.#lastError);
+      for (const it of this.#queue.slice(0, this.#opts.maxBatch)) {
+        it.waiter?.reject(e);
+        it.waiter = null;
+      }
       const now = Date.now();
       if (this.#failures === 1 || now - this.#lastFailureLog >= LOG_EVERY_MS) {
         this.#log.warn(

@@ -59,7 +59,7 @@ export interface RunningService {
   /** Approval requests are created by the gateway; tests call this directly. */
   approvals: ApprovalsService;
   policies: PoliciesService;
-  /** The audit log: the proxy calls recordLater() once per request; tests record() and flush(). */
+  /** The audit log: the proxy calls commit() once per request, before it finishes the answer; tests record() and flush(). */
   audit: AuditService;
   /** Every route of the management API, read from its routers. */
   routes: RouteInfo[];
@@ -175,9 +175,7 @@ export async function startService(config: Readonly<Config>, log: Logger): Promi
     requestApproval: (id, req) =>
       approvals.requestApproval({ ...req, developerId: id.developerId, environmentId: id.environmentId, category: req.category as Category, max_scope: req.max_scope as Scope }),
     waitForDecision: (approvalId, signal) => approvals.waitForDecision(approvalId, signal),
-    audit: (entry) => {
-      audit.recordLater(entry);
-    },
+    audit: (entry) => audit.commit(entry),
   };
   // Filled in as the servers bind: the gateway never forwards to the service itself.
   const managementTargets = new Set<string>();

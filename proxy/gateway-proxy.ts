@@ -30,7 +30,8 @@ export interface GatewayProxyOptions {
   egressAllows(id: Identity, host: string, port: number): Promise<boolean>;
   pipeline: Pipeline;
   upstream: Upstream;
-  audit(entry: AuditEntry): void;
+  /** Resolves once the entry is committed; an answer is finished only after (pipeline.ts, GatewayPorts.audit). */
+  audit(entry: AuditEntry): Promise<void>;
   /** The environment's placeholders: an upgrade carrying one to a host outside its allowed_hosts is refused. */
   credentials(id: Identity): Promise<CredentialSet>;
   /** host:port pairs (canonical, lower-case) of the management API: never reachable through the gateway. */
@@ -40,6 +41,7 @@ export interface GatewayProxyOptions {
 
 /** Proxy authentication or an upgrade check needed the store and it failed: fail closed, but not as 407. */
 const STORE_DOWN = refusal('gateway_unavailable', 'the gateway cannot reach its store; nothing was forwarded');
+const AUDIT_DOWN = refusal('gateway_unavailable', 'the gateway could not record this request in its audit log; nothing was forwarded');
 
 interface Tunnel {
   target: Target;
@@ -111,16 +113,17 @@ export async function startGatewayProxy(opts: GatewayProxyOptions): Promise<{ po
       path: req.url ?? '/', connector: null, category: null, credential: 'none', decision: 'allow', reason: 'upgrade', matched_rules: [],
       approval_id: null, grant_id: null, status: 101, upstream_status: null, bytes_in: 0, bytes_out: 0, duration_ms: 0,
     };
-    const done = (status: number, decision: AuditEntry['decision'], reason: string) => {
+    /** Records the entry; true once committed (the answer is finished only then). */
+    const done = (status: number, decision: AuditEntry['decision'], reason: string): Promise<boolean> => {
       entry.status = status;
       entry.decision = decision;
       entry.reason = reason;
       entry.duration_ms = Math.round(performance.now() - started);
-      opts.audit(entry);
+      return opts.audit(entry).then(() => true, () => false);
     };
-    const refuse = (r: Refusal) => {
-      refuseSocket(socket, r);
-      done(ERROR_CODES[r.code].status, 'deny', r.code);
+    const refuse = async (r: Refusal): Promise<void> => {
+      const committed = await done(ERROR_CODES[r.code].status, 'deny', r.code);
+      refuseSocket(socket, committed ? r : AUDIT_DOWN);
     };
     const mismatch = authorityMismatch(req, t.target);
     if (mismatch) return refuse(refusal('host_mismatch', mismatch));
@@ -143,8 +146,7 @@ export async function startGatewayProxy(opts: GatewayProxyOptions): Promise<{ po
     } catch (err) {
       // Unhandled, this rejection ended the process (the caller does `void passThroughUpgrade`).
       log.error({ err, host: t.target.host }, 'upgrade could not be checked: failing closed');
-      refuseSocket(socket, STORE_DOWN);
-      return done(503, 'deny', 'gateway_unavailable');
+      return refuse(STORE_DOWN);
     }
     const pre = await opts.upstream.precheck(t.target.host, t.target.port);
     if (!pre.ok) return refuse(refusal(pre.code, pre.reason));
@@ -162,32 +164,46 @@ export async function startGatewayProxy(opts: GatewayProxyOptions): Promise<{ po
       headers,
       createConnection: opts.upstream.createConnection(t.target.tls) as never,
     });
+    // The upstream's answer reaches the agent only once its entry is committed; when the
+    // audit store cannot take it, both connections are cut (fail closed).
     upReq.on('upgrade', (upRes, upSocket, upHead) => {
-      let lines = `HTTP/1.1 ${upRes.statusCode} ${upRes.statusMessage}\r\n`;
-      for (let i = 0; i < upRes.rawHeaders.length; i += 2) lines += `${upRes.rawHeaders[i]}: ${upRes.rawHeaders[i + 1]}\r\n`;
-      socket.write(`${lines}\r\n`);
-      if (upHead.length) socket.write(upHead);
-      if (head.length) upSocket.write(head);
-      upSocket.pipe(socket).pipe(upSocket);
-      upSocket.on('error', () => socket.destroy());
-      socket.on('error', () => upSocket.destroy());
       entry.upstream_status = upRes.statusCode ?? null;
-      done(101, 'allow', 'upgrade');
+      void done(101, 'allow', 'upgrade').then((committed) => {
+        if (!committed || socket.destroyed) {
+          upSocket.destroy();
+          socket.destroy();
+          return;
+        }
+        let lines = `HTTP/1.1 ${upRes.statusCode} ${upRes.statusMessage}\r\n`;
+        for (let i = 0; i < upRes.rawHeaders.length; i += 2) lines += `${upRes.rawHeaders[i]}: ${upRes.rawHeaders[i + 1]}\r\n`;
+        socket.write(`${lines}\r\n`);
+        if (upHead.length) socket.write(upHead);
+        if (head.length) upSocket.write(head);
+        upSocket.pipe(socket).pipe(upSocket);
+        upSocket.on('error', () => socket.destroy());
+        socket.on('error', () => upSocket.destroy());
+      });
     });
     upReq.on('response', (upRes) => {
       // The upstream refused the upgrade: relay its answer.
-      let lines = `HTTP/1.1 ${upRes.statusCode} ${upRes.statusMessage}\r\n`;
-      for (let i = 0; i < upRes.rawHeaders.length; i += 2) lines += `${upRes.rawHeaders[i]}: ${upRes.rawHeaders[i + 1]}\r\n`;
-      socket.write(`${lines}\r\n`);
-      upRes.pipe(socket);
+      upRes.pause();
       entry.upstream_status = upRes.statusCode ?? null;
-      done(upRes.statusCode ?? 502, 'allow', 'upgrade_refused');
+      void done(upRes.statusCode ?? 502, 'allow', 'upgrade_refused').then((committed) => {
+        if (!committed || socket.destroyed) {
+          upRes.destroy();
+          socket.destroy();
+          return;
+        }
+        let lines = `HTTP/1.1 ${upRes.statusCode} ${upRes.statusMessage}\r\n`;
+        for (let i = 0; i < upRes.rawHeaders.length; i += 2) lines += `${upRes.rawHeaders[i]}: ${upRes.rawHeaders[i + 1]}\r\n`;
+        socket.write(`${lines}\r\n`);
+        upRes.pipe(socket);
+      });
     });
     upReq.on('error', (err) => {
       const refused = (err as { code?: string }).code === 'EGRESS_PRIVATE_ADDRESS';
       const r = refused ? refusal('egress_denied', err.message) : refusal('upstream_unreachable', 'the upstream could not be reached');
-      refuseSocket(socket, r);
-      done(refused ? 403 : 502, refused ? 'deny' : 'allow', r.code);
+      void done(refused ? 403 : 502, refused ? 'deny' : 'allow', r.code).then((committed) => refuseSocket(socket, committed ? r : AUDIT_DOWN));
     });
     upReq.end();
   }
@@ -219,12 +235,12 @@ export async function startGatewayProxy(opts: GatewayProxyOptions): Promise<{ po
     socket.pause();
     socket.unshift(first);
     if (first[0] !== 0x16 && authority.port === 443) {
-      refuseSocket(socket, refusal('cleartext_not_allowed', 'this tunnel goes to port 443: speak TLS in it'));
-      opts.audit({
+      const r = refusal('cleartext_not_allowed', 'this tunnel goes to port 443: speak TLS in it');
+      void opts.audit({
         environment_id: identity.environmentId, developer_id: identity.developerId, method: 'CONNECT', host: authority.host, path: '/',
         connector: null, category: null, credential: 'none', decision: 'deny', reason: 'cleartext_not_allowed', matched_rules: [],
         approval_id: null, grant_id: null, status: 403, upstream_status: null, bytes_in: 0, bytes_out: 0, duration_ms: 0,
-      });
+      }).then(() => refuseSocket(socket, r), () => refuseSocket(socket, AUDIT_DOWN));
       return;
     }
     if (first[0] === 0x16) {

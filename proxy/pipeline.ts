@@ -8,6 +8,7 @@ import type { AuditEntryInput } from '../audit/entry.js';
 import type { Upstream } from './upstream.js';
 import { placeCredentials, swapCredentials, type Credential, type CredentialSet } from './credentials.js';
 import { refusal, sendRefusal, type Refusal } from './refusal.js';
+import { ERROR_CODES } from '../lib/errors.js';
 import { authorityMismatch, hostHeader, originForm, type Target } from './authority.js';
 import { StreamRedactor } from './redact.js';
 
@@ -52,7 +53,12 @@ export interface GatewayPorts {
     req: { connector: string; category: string; method: string; host: string; path: string; task_id?: string; session_id?: string; max_scope: string },
   ): Promise<{ id: string }>;
   waitForDecision(approvalId: string, signal: AbortSignal): Promise<ApprovalOutcome>;
-  audit(entry: AuditEntry): void;
+  /**
+   * Records the exchange's entry and resolves once it is committed; rejects when the audit
+   * store cannot take it. No answer is finished before this resolves (issue 10, item 3):
+   * a refusal becomes 503 `gateway_unavailable`, a forwarded answer's connection is cut.
+   */
+  audit(entry: AuditEntry): Promise<void>;
 }
 
 export interface PipelineOptions {
@@ -195,9 +201,6 @@ function onResponseClose(this: ForwardedResponse): void {
 function onResponseDrain(this: ForwardedResponse): void {
   this[kForward]?.controller?.resume();
 }
-function onResponseFinish(this: ForwardedResponse): void {
-  this[kForward]?.delivered();
-}
 
 /**
  * Sends the request upstream and streams the answer into the agent's response, then
@@ -220,6 +223,12 @@ class Forward implements Dispatcher.DispatchHandler {
   #codings: string[] | null = null;
   /** The decoders once started, outermost coding first. */
   #decoders: Transform[] | null = null;
+  /**
+   * The last piece of the body, not yet written: with a Content-Length the agent would hold
+   * a complete answer once every byte is out, so the last piece (and the end of a chunked
+   * body) is written only after the audit entry is committed.
+   */
+  #held: Buffer | null = null;
 
   constructor(
     private readonly x: Exchange,
@@ -240,22 +249,39 @@ class Forward implements Dispatcher.DispatchHandler {
     const res = this.x.res as ForwardedResponse;
     res.off('close', onResponseClose);
     res.off('drain', onResponseDrain);
-    res.off('finish', onResponseFinish);
     res[kForward] = undefined;
     return true;
   }
 
-  delivered(): void {
+  /** The answer was cut short (the agent left, the upstream failed mid-body): recorded, nothing to hold. */
+  cutShort(): void {
     if (!this.#settle()) return;
     this.x.entry.bytes_out = this.#out;
     if (this.x.redactor) this.x.entry.redacted = this.x.redactor.replaced > 0;
-    this.x.finish(this.#status);
-    this.resolve();
+    void this.x.finish(this.#status).then(this.resolve);
+  }
+
+  /** The upstream's answer is all here and all but its last piece written: commit, then finish. */
+  #complete_(tail: Buffer[]): void {
+    if (!this.#settle()) return;
+    const { x } = this;
+    x.entry.bytes_out = this.#out;
+    if (x.redactor) x.entry.redacted = x.redactor.replaced > 0;
+    void x.finish(this.#status).then((committed) => {
+      if (!committed || x.res.destroyed) {
+        // Fail closed: the agent never gets a complete answer without its audit entry.
+        x.res.destroy();
+      } else {
+        for (const piece of tail) x.res.write(piece);
+        x.res.end();
+      }
+      this.resolve();
+    });
   }
 
   agentClosed(): void {
     if (this.#done) return;
-    if (this.#complete) return this.delivered(); // closed before 'finish' could be emitted
+    if (this.#complete) return this.cutShort(); // the upstream was done, its answer still being decoded
     // Aborting makes undici call onResponseError, which settles. A request still queued
     // for a connection is aborted as soon as it starts (onRequestStart).
     this.controller?.abort(new Error('the agent closed the connection'));
@@ -313,7 +339,9 @@ class Forward implements Dispatcher.DispatchHandler {
       return;
     }
     if (this.x.redactor) return this.#writeRedacted(this.x.redactor.push(chunk), c);
-    if (!this.x.res.write(chunk) && !c.paused) {
+    const prev = this.#held;
+    this.#held = chunk;
+    if (prev && !this.x.res.write(prev) && !c.paused) {
       c.pause();
       this.x.res.once('drain', onResponseDrain);
     }
@@ -332,31 +360,32 @@ class Forward implements Dispatcher.DispatchHandler {
     const { x } = this;
     if (this.#started) {
       x.res.destroy();
-      return this.delivered();
+      return this.cutShort();
     }
     if (!this.#settle()) return;
-    try {
-      if (x.res.destroyed) x.agentGone();
-      else {
-        const r = upstreamError(err);
-        x.refuse(r, x.entry.decision, r.code);
-      }
-    } finally {
-      this.resolve();
-    }
+    const answered = x.res.destroyed ? x.agentGone() : x.refuse(upstreamError(err), x.entry.decision);
+    void answered.then(this.resolve);
   }
 
   #endBody(): void {
-    if (this.x.redactor) for (const piece of this.x.redactor.end()) this.x.res.write(piece);
-    this.x.res.once('finish', onResponseFinish);
-    this.x.res.end();
+    const tail: Buffer[] = [];
+    if (this.#held) tail.push(this.#held);
+    this.#held = null;
+    if (this.x.redactor) for (const piece of this.x.redactor.end()) tail.push(piece);
+    this.#complete_(tail);
   }
 
-  /** Writes redacted pieces; pauses `source` (the upstream or the decoder) while the agent's buffer is full. */
+  /**
+   * Writes redacted pieces, all but the last (held until the entry is committed); pauses
+   * `source` (the upstream or the decoder) while the agent's buffer is full.
+   */
   #writeRedacted(pieces: Buffer[], source: { pause(): void; resume(): void; paused?: boolean } | null): void {
+    if (pieces.length === 0) return;
     const res = this.x.res;
     let ok = true;
-    for (const piece of pieces) ok = res.write(piece);
+    if (this.#held) ok = res.write(this.#held);
+    for (let i = 0; i < pieces.length - 1; i++) ok = res.write(pieces[i]!);
+    this.#held = pieces[pieces.length - 1]!;
     if (!ok && source && source.paused !== true) {
       source.pause();
       res.once('drain', () => source.resume());
@@ -376,7 +405,7 @@ class Forward implements Dispatcher.DispatchHandler {
         // Headers are out: all that is left is to cut the answer short.
         this.controller?.abort(new Error('the upstream\'s compressed answer could not be decoded'));
         this.x.res.destroy();
-        this.delivered();
+        this.cutShort();
       });
     }
     this.#decoders = decoders;
@@ -406,6 +435,7 @@ type Stop = { r: Refusal; decision: Verdict; reason: string } | 'done';
 
 const stop = (r: Refusal, decision: Verdict = 'deny', reason: string = r.code): Stop => ({ r, decision, reason });
 const storeDown = (what: string): Refusal => refusal('gateway_unavailable', `the gateway ${what}; nothing was forwarded`);
+const AUDIT_DOWN = storeDown('could not record this request in its audit log');
 
 /**
  * One request through the gateway. A class, not closures inside a handler: nothing is
@@ -449,27 +479,32 @@ class Exchange {
     this.bodyComplete = !this.hasBody;
   }
 
-  /** The audit entry, once per exchange. */
-  finish(status: number): void {
+  /** The audit entry, once per exchange: true once it is committed, false when the audit store could not take it. */
+  async finish(status: number): Promise<boolean> {
     this.entry.status = status;
     this.entry.duration_ms = Math.round(performance.now() - this.started);
     try {
-      this.s.ports.audit(this.entry);
+      await this.s.ports.audit(this.entry);
+      return true;
     } catch (err) {
-      this.s.log.error({ err }, 'audit entry could not be queued');
+      this.s.log.error({ err_code: (err as { code?: string }).code ?? 'unknown' }, 'audit entry not committed: failing closed');
+      return false;
     }
   }
 
-  refuse(r: Refusal, decision: Verdict = 'deny', reason: string = r.code): void {
+  /** A refusal, sent once its audit entry is committed; 503 when the audit store cannot take it. */
+  async refuse(r: Refusal, decision: Verdict = 'deny', reason: string = r.code): Promise<void> {
     this.entry.decision = decision;
     this.entry.reason = reason;
-    this.finish(sendRefusal(this.req, this.res, r));
+    const committed = await this.finish(ERROR_CODES[r.code].status);
+    if (this.res.destroyed) return;
+    sendRefusal(this.req, this.res, committed ? r : AUDIT_DOWN);
   }
 
   /** The agent went away before an answer reached it: nothing to send. */
-  agentGone(): void {
+  async agentGone(): Promise<void> {
     this.entry.reason = 'client_disconnected';
-    this.finish(499);
+    await this.finish(499);
   }
 
   async run(): Promise<void> {
@@ -647,7 +682,7 @@ class Exchange {
     } catch (err) {
       if (abort.signal.aborted) {
         // The agent went away; the approval stays decidable. Nothing to answer.
-        this.agentGone();
+        await this.agentGone();
         return 'done';
       }
       s.log.error({ err }, 'waiting for a decision failed: failing closed');

@@ -207,7 +207,7 @@ describe(`audit writer under concurrency (${usingMysql() ? 'MySQL' : 'SQLite'})`
   it('store outage: recordLater keeps queueing, nothing is lost, the chain is whole once the store is back', async () => {
     const lines: string[] = [];
     const log = createLogger('debug', new Writable({ write(c, _e, cb) { lines.push(String(c)); cb(); } }) as never);
-    const audit = createAuditService({ db: f.db, clock: new ServiceClock(), log, batch: { intervalMs: 5, retryBaseMs: 10, retryMaxMs: 50 } });
+    const audit = createAuditService({ db: f.db, clock: new ServiceClock(), log, batch: { retryBaseMs: 10, retryMaxMs: 50 } });
     const dev = DEVS[0]!;
     for (let i = 0; i < 10; i++) audit.recordLater(entry(dev, i));
     await audit.flush();
@@ -239,7 +239,7 @@ describe(`audit writer under concurrency (${usingMysql() ? 'MySQL' : 'SQLite'})`
   });
 
   it('close() writes what is queued before the pool goes away', async () => {
-    const audit = createAuditService({ db: f.db, clock: new ServiceClock(), log: silentLogger, batch: { intervalMs: 60_000 } });
+    const audit = createAuditService({ db: f.db, clock: new ServiceClock(), log: silentLogger });
     for (let i = 0; i < 7; i++) audit.recordLater(entry(DEVS[1]!, i));
     expect(await audit.close()).to.deep.equal({ abandoned: 0 });
     await expectContiguous(f.db, audit, DEVS[1]!, 7);

@@ -73,7 +73,9 @@ describe('gateway proxy mechanics', function () {
         return { id: 'apr_000000000000000000000001' };
       },
       waitForDecision: () => approvalOutcome,
-      audit: (e) => audit.push(e),
+      audit: async (e) => {
+        audit.push(e);
+      },
     };
     const pipeline = createPipeline({ ports, upstream, log: silentLogger, managementTargets: new Set(['127.0.0.1:1']) });
     proxy = await startGatewayProxy({
@@ -299,7 +301,7 @@ describe('gateway proxy mechanics', function () {
     it('an upstream that dies mid-body: the agent gets a cut-off response, not a complete one; one audit entry', async () => {
       up.respond = (_req, res) => {
         res.writeHead(200, { 'content-type': 'text/plain', 'content-length': 100_000 });
-        res.write('y'.repeat(1000), () => setTimeout(() => res.socket?.destroy(), 20));
+        res.write('y'.repeat(1000), () => setTimeout(() => res.write('y'.repeat(1000), () => setTimeout(() => res.socket?.destroy(), 20)), 20));
       };
       const r = await request('https://api.stripe.com/dies', { dispatcher: agent() });
       expect(r.statusCode).to.equal(200);
@@ -310,6 +312,23 @@ describe('gateway proxy mechanics', function () {
         failed = true;
       }
       expect(failed, 'reading the cut-off body fails').to.equal(true);
+      await auditWritten();
+      expect(audit[0]).to.include({ status: 200, upstream_status: 200 });
+    });
+
+    it('an upstream that dies after its first piece: the agent gets no answer at all (the last piece waits for the audit commit); one audit entry', async () => {
+      up.respond = (_req, res) => {
+        res.writeHead(200, { 'content-type': 'text/plain', 'content-length': 100_000 });
+        res.write('y'.repeat(1000), () => setTimeout(() => res.socket?.destroy(), 20));
+      };
+      let failed = false;
+      try {
+        const r = await request('https://api.stripe.com/dies', { dispatcher: agent() });
+        await r.body.arrayBuffer();
+      } catch {
+        failed = true;
+      }
+      expect(failed, 'never a complete answer').to.equal(true);
       await auditWritten();
       expect(audit[0]).to.include({ status: 200, upstream_status: 200 });
     });

@@ -67,7 +67,7 @@ async function until(cond: () => boolean, ms = 3000): Promise<void> {
   }
 }
 
-const fast = { intervalMs: 10, retryBaseMs: 5, retryMaxMs: 20 };
+const fast = { retryBaseMs: 5, retryMaxMs: 20 };
 
 describe('audit batched writer (audit/batch-writer)', () => {
   it('writes what is queued in batches of at most maxBatch, in order, once each', async () => {
@@ -81,13 +81,75 @@ describe('audit batched writer (audit/batch-writer)', () => {
     expect(w.stats()).to.include({ queued: 0, written: 450, dropped: 0, failures: 0 });
   });
 
-  it('writes a lone entry about intervalMs after it was queued, without a flush', async () => {
+  it('writes a lone entry on the next turn of the event loop, with no timer and no flush', async () => {
     const sink = new FakeSink();
     const w = new AuditBatchWriter(sink, capture().log, fast);
     w.enqueue(row(1));
     expect(sink.stored).to.have.length(0);
+    await new Promise((r) => setImmediate(r));
+    expect(sink.attempts).to.equal(1); // started at once
     await until(() => sink.stored.length === 1);
     expect(sink.batches).to.deep.equal([1]);
+  });
+
+  describe('commit(): the answer waits for its entry (issue 10, item 3)', () => {
+    it('resolves only once the entry is stored', async () => {
+      const sink = new FakeSink();
+      const w = new AuditBatchWriter(sink, capture().log, fast);
+      let done = false;
+      const p = w.commit(row(1)).then(() => (done = true));
+      expect(done).to.equal(false);
+      await p;
+      expect(sink.stored.map((r) => r.id)).to.deep.equal([row(1).id]);
+    });
+
+    it('group commit: entries that arrive while a commit is in flight all go into the next one, at once', async () => {
+      const sink = new FakeSink();
+      const w = new AuditBatchWriter(sink, capture().log, fast);
+      const first = w.commit(row(1));
+      await new Promise((r) => setImmediate(r)); // the first commit is in flight
+      expect(sink.attempts).to.equal(1);
+      const rest = Array.from({ length: 20 }, (_, i) => w.commit(row(i + 2)));
+      await Promise.all([first, ...rest]);
+      expect(sink.batches).to.deep.equal([1, 20]);
+    });
+
+    it('a failed attempt rejects its waiters at once; the entries stay queued and are written when the store is back', async () => {
+      const sink = new FakeSink();
+      const w = new AuditBatchWriter(sink, capture().log, fast);
+      sink.down = true;
+      const results = await Promise.allSettled([1, 2, 3].map((i) => w.commit(row(i))));
+      expect(results.map((r) => r.status)).to.deep.equal(['rejected', 'rejected', 'rejected']);
+      expect(((results[0] as PromiseRejectedResult).reason as { code: string }).code).to.equal('ECONNREFUSED');
+      expect(w.stats().queued).to.equal(3);
+      sink.down = false;
+      await w.commit(row(4));
+      expect(sink.stored.map((r) => r.id)).to.deep.equal([1, 2, 3, 4].map((i) => row(i).id));
+    });
+
+    it('a full queue or a closed writer rejects at once', async () => {
+      const sink = new FakeSink();
+      const w = new AuditBatchWriter(sink, capture().log, { ...fast, maxQueue: 2 });
+      sink.down = true;
+      w.enqueue(row(1));
+      w.enqueue(row(2));
+      const full = await w.commit(row(3)).then(() => 'ok', (e: { code: string }) => e.code);
+      expect(full).to.equal('queue_full');
+      sink.down = false;
+      await w.close(1000);
+      const closed = await w.commit(row(4)).then(() => 'ok', (e: { code: string }) => e.code);
+      expect(closed).to.equal('closed');
+    });
+
+    it('close() rejects the waiters of what it could not write', async () => {
+      const sink = new FakeSink();
+      const w = new AuditBatchWriter(sink, capture().log, { ...fast, retryBaseMs: 1000, retryMaxMs: 1000 });
+      sink.down = true;
+      await w.commit(row(1)).catch(() => {});
+      const waiting = w.commit(row(2)).then(() => 'ok', (e: { code: string }) => e.code);
+      await w.close(50);
+      expect(await waiting).to.be.oneOf(['closed', 'ECONNREFUSED']);
+    });
   });
 
   it('flush resolves at once when nothing is queued', async () => {
@@ -149,7 +211,7 @@ describe('audit batched writer (audit/batch-writer)', () => {
 
   it('close writes what is queued, then refuses entries', async () => {
     const sink = new FakeSink();
-    const w = new AuditBatchWriter(sink, capture().log, { ...fast, intervalMs: 60_000 });
+    const w = new AuditBatchWriter(sink, capture().log, fast);
     for (let i = 1; i <= 3; i++) w.enqueue(row(i));
     expect(await w.close(1000)).to.deep.equal({ abandoned: 0 });
     expect(sink.stored).to.have.length(3);
