@@ -460,6 +460,11 @@ async function main(): Promise<void> {
         if (o) checks.push(`${g.rps >= o.rps ? 'MET' : 'NOT MET'}: keep-alive ${l.name}: gateway ${(g.rps / o.rps).toFixed(2)}x ${raw} requests/s (target >= 1.0x)`);
       }
     }
+    const glk = r('gateway', 'large', 'keepalive');
+    for (const raw of ['raw', 'raw-ka']) {
+      const o = r(raw, 'large', 'keepalive');
+      if (glk && o) checks.push(`${glk.rps >= 1.2 * o.rps ? 'MET' : 'NOT MET'}: keep-alive large (1 MiB): gateway ${(glk.rps / o.rps).toFixed(2)}x ${raw} requests/s (target >= 1.2x, issue 10)`);
+    }
     const gs = r('gateway', 'small', 'keepalive');
     if (gs) checks.push(`${gs.proxy_cpu_us_per_req <= 400 ? 'MET' : 'NOT MET'}: keep-alive small: gateway ${gs.proxy_cpu_us_per_req.toFixed(0)} µs proxy CPU/request (target <= 400)`);
     for (const l of loads) {
