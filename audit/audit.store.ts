@@ -68,6 +68,13 @@ function sqliteAppendFor(conn: SqliteConnection): SqliteAppend {
   return run;
 }
 
+/** audit_log's columns, in the order the MySQL append script writes them. */
+const AUDIT_COLUMNS = [
+  'id', 'developer_id', 'seq', 'created_at', 'environment_id', 'method', 'host', 'path', 'connector', 'category', 'credential', 'decision',
+  'reason', 'matched_rules', 'approval_id', 'grant_id', 'status', 'upstream_status', 'bytes_in', 'bytes_out', 'duration_ms', 'redacted',
+  'prev_hash', 'hash',
+] as const satisfies ReadonlyArray<keyof AuditRow>;
+
 export const auditStore = {
   /**
    * Makes sure the developer's chain head exists, as its own autocommit statement. It must
@@ -118,6 +125,32 @@ export const auditStore = {
       return sqliteAppendFor(conn)(groups, now);
     } finally {
       await client.releaseConnection(conn);
+    }
+  },
+
+  /**
+   * MySQL: the statements that append one developer's chained rows and move its head from
+   * `from` to `to`, with `?` placeholders (values pushed in order), for a one-round-trip
+   * transaction script (store/mysql-script.ts). The head moves only from where the rows
+   * were chained (else the script fails); the primary key (developer_id, seq) refuses the
+   * rows too if another process appended meanwhile.
+   */
+  mysqlAppendStatements(statements: string[], values: unknown[], developerId: string, from: ChainHead, rows: readonly AuditRow[], to: ChainHead, now: number): void {
+    // The head first, as the locking path does (lock the head, then insert): the same lock
+    // order in both, so a fast append and a locked one cannot deadlock each other.
+    // The head must be where the rows were chained from: if not, `hash` becomes NULL, which
+    // the NOT NULL column refuses (the script runs in strict mode), and the whole script
+    // stops and is rolled back — never rows committed without their head move. (MySQL
+    // applies SET assignments left to right: `hash` is computed from the old `seq`.)
+    statements.push('UPDATE audit_chain_heads SET hash = IF(seq = ? AND hash = ?, ?, NULL), seq = ?, updated_at = ? WHERE developer_id = ?');
+    values.push(from.seq, from.hash, to.hash, to.seq, now, developerId);
+    const tuple = `(${AUDIT_COLUMNS.map(() => '?').join(',')})`;
+    statements.push(`INSERT INTO audit_log (${AUDIT_COLUMNS.join(',')}) VALUES ${rows.map(() => tuple).join(',')}`);
+    for (const r of rows) {
+      for (const c of AUDIT_COLUMNS) {
+        const v = r[c];
+        values.push(c === 'redacted' ? (v ? 1 : 0) : v === undefined ? null : v);
+      }
     }
   },
 

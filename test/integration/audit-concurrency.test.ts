@@ -238,6 +238,22 @@ describe(`audit writer under concurrency (${usingMysql() ? 'MySQL' : 'SQLite'})`
     await audit.close();
   });
 
+  it('two writers taking turns on one developer: each chains onto the head the other moved (MySQL: the one-round-trip append notices and retries locked)', async () => {
+    const a = createAuditService({ db: f.db, clock: new ServiceClock(), log: silentLogger });
+    const b = createAuditService({ db: f.db, clock: new ServiceClock(), log: silentLogger });
+    const dev = DEVS[0]!;
+    for (let i = 0; i < 12; i++) await (i % 3 === 0 ? b : a).record(entry(dev, i));
+    await expectContiguous(f.db, a, dev, 12);
+    // A head moved without rows (tampering, or a bug): an append never commits rows whose
+    // chain does not start at the head; verify tells what happened.
+    await f.db('audit_chain_heads').where({ developer_id: dev }).update({ hash: 'f'.repeat(64) });
+    await a.record(entry(dev, 12));
+    const v = await a.verify(dev);
+    expect(v.ok).to.equal(false);
+    await a.close();
+    await b.close();
+  });
+
   it('close() writes what is queued before the pool goes away', async () => {
     const audit = createAuditService({ db: f.db, clock: new ServiceClock(), log: silentLogger });
     for (let i = 0; i < 7; i++) audit.recordLater(entry(DEVS[1]!, i));
