@@ -6,7 +6,7 @@ import { newTimeOrderedId } from '../lib/ids.js';
 import type { Logger } from '../lib/log.js';
 import { auditStore, type ListFilters } from './audit.store.js';
 import { ChainVerifier, EMPTY_HEAD, chainRows, type ChainHead, type VerifyResult } from './chain.js';
-import { AuditBatchWriter, AuditNotCommitted, type AuditWriterStats, type BatchWriterOptions } from './batch-writer.js';
+import { AuditBatchWriter, type AuditWriterStats, type BatchWriterOptions } from './batch-writer.js';
 import { sanitizeEntry, toAuditEntry, type AuditEntry, type AuditEntryInput, type AuditRow, type UnchainedRow } from './entry.js';
 
 export type { AuditEntry, AuditEntryInput } from './entry.js';
@@ -46,12 +46,8 @@ function transient(err: unknown): boolean {
   return err instanceof MissingHead || err instanceof HeadMoved || code === 'ER_LOCK_DEADLOCK' || code === 'ER_LOCK_WAIT_TIMEOUT' || code === 'SQLITE_BUSY' || code === 'SQLITE_BUSY_SNAPSHOT';
 }
 
-/** How long the gateway waits for its entry's commit before it fails closed. */
-const COMMIT_WAIT_MS = 5_000;
-
-export function createAuditService(deps: { db: Db; clock: Clock; log: Logger; batch?: Partial<BatchWriterOptions>; commitWaitMs?: number }) {
+export function createAuditService(deps: { db: Db; clock: Clock; log: Logger; batch?: Partial<BatchWriterOptions> }) {
   const { db, clock, log } = deps;
-  const commitWaitMs = deps.commitWaitMs ?? COMMIT_WAIT_MS;
   // Developers whose chain head row is known to exist: saves the INSERT IGNORE round trip
   // on every append. Heads are never deleted; if one is (tampering), the lock finds no
   // row, the id leaves this set, and the append is retried after re-creating it.
@@ -206,27 +202,12 @@ export function createAuditService(deps: { db: Db; clock: Clock; log: Logger; ba
    * The gateway's call, before it finishes an answer: resolves once the entry is committed
    * (group commit: it shares a transaction with whatever else is waiting). Rejects with
    * AuditNotCommitted when the store cannot take it (the attempt failed, the queue is full,
-   * the writer is closed) or has not committed within commitWaitMs; the gateway then fails
+   * the writer is closed) or has not committed within 5 s (commitWaitMs); the gateway then fails
    * closed. An entry whose attempt failed stays queued and is written once the store is back.
    * Throws TypeError for an entry that breaks the field rules.
    */
   function commit(entry: AuditEntryInput): Promise<void> {
-    const row = prepare(entry);
-    const committed = writer.commit(row);
-    if (commitWaitMs <= 0) return committed;
-    return new Promise<void>((resolve, reject) => {
-      const timer = setTimeout(() => reject(new AuditNotCommitted('timeout')), commitWaitMs);
-      committed.then(
-        () => {
-          clearTimeout(timer);
-          resolve();
-        },
-        (err: unknown) => {
-          clearTimeout(timer);
-          reject(err);
-        },
-      );
-    });
+    return writer.commit(prepare(entry));
   }
 
   /** Newest first; returns up to limit + 1 entries (api/pagination page() cuts). */

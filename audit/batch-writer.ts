@@ -31,6 +31,8 @@ export interface BatchWriterOptions {
   maxQueue: number;
   retryBaseMs: number;
   retryMaxMs: number;
+  /** A commit() not committed within this long is rejected ('timeout'; the entry stays queued). 0: no limit. */
+  commitWaitMs: number;
 }
 
 export const BATCH_DEFAULTS: Readonly<BatchWriterOptions> = Object.freeze({
@@ -38,6 +40,7 @@ export const BATCH_DEFAULTS: Readonly<BatchWriterOptions> = Object.freeze({
   maxQueue: 20_000,
   retryBaseMs: 100,
   retryMaxMs: 5_000,
+  commitWaitMs: 5_000,
 });
 
 export interface AuditSink {
@@ -69,6 +72,8 @@ interface Item {
   n: number;
   row: UnchainedRow;
   waiter: Waiter | null;
+  /** When the waiter gives up (ms, Date.now()). */
+  deadline: number;
 }
 
 /** Why a commit() was refused or failed; `code` is the driver's code or the refusal's reason. */
@@ -96,6 +101,8 @@ export class AuditBatchWriter {
   #counter = 0;
   #timer: NodeJS.Timeout | null = null;
   #immediate: NodeJS.Immediate | null = null;
+  /** One timer for every waiter's deadline (not one per commit()). */
+  #sweep: NodeJS.Timeout | null = null;
   #inflight: Promise<void> | null = null;
   #failures = 0;
   #uncertain = false;
@@ -136,13 +143,36 @@ export class AuditBatchWriter {
       waiter?.reject(new AuditNotCommitted(why));
       return false;
     }
-    this.#queue.push({ n: ++this.#counter, row, waiter });
+    this.#queue.push({ n: ++this.#counter, row, waiter, deadline: waiter ? Date.now() + this.#opts.commitWaitMs : 0 });
+    if (waiter && this.#opts.commitWaitMs > 0 && !this.#sweep) this.#armSweep(this.#opts.commitWaitMs);
     // While a batch is in flight its completion starts the next; while backing off the
     // retry timer is already set and new entries do not shorten it.
     if (this.#inflight || this.#failures > 0 || this.#immediate) return true;
     this.#immediate = setImmediate(this.#kick);
     return true;
   }
+
+  #armSweep(ms: number): void {
+    this.#sweep = setTimeout(this.#expire, ms);
+    this.#sweep.unref();
+  }
+
+  /** Rejects the waiters past their deadline (queue order is deadline order). */
+  readonly #expire = (): void => {
+    this.#sweep = null;
+    const now = Date.now();
+    let next = 0;
+    for (const it of this.#queue) {
+      if (!it.waiter) continue;
+      if (it.deadline > now) {
+        next = it.deadline;
+        break;
+      }
+      it.waiter.reject(new AuditNotCommitted('timeout'));
+      it.waiter = null;
+    }
+    if (next > 0) this.#armSweep(next - now);
+  };
 
   readonly #kick = (): void => {
     this.#immediate = null;
@@ -175,6 +205,8 @@ export class AuditBatchWriter {
     this.#clearTimer();
     if (this.#immediate) clearImmediate(this.#immediate);
     this.#immediate = null;
+    if (this.#sweep) clearTimeout(this.#sweep);
+    this.#sweep = null;
     const deadline = Date.now() + timeoutMs;
     while (this.#queue.length > 0 && Date.now() < deadline) {
       const left = deadline - Date.now();

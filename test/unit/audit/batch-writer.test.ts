@@ -127,6 +127,16 @@ describe('audit batched writer (audit/batch-writer)', () => {
       expect(sink.stored.map((r) => r.id)).to.deep.equal([1, 2, 3, 4].map((i) => row(i).id));
     });
 
+    it('a store that hangs: the waiter gives up after commitWaitMs (the entry stays queued)', async () => {
+      const hanging: AuditSink = { writeBatch: () => new Promise(() => {}), existingIds: async () => new Set() };
+      const w = new AuditBatchWriter(hanging, capture().log, { ...fast, commitWaitMs: 30 });
+      const started = Date.now();
+      const code = await w.commit(row(1)).then(() => 'ok', (e: { code: string }) => e.code);
+      expect(code).to.equal('timeout');
+      expect(Date.now() - started).to.be.within(25, 1000);
+      expect(w.stats().queued).to.equal(1);
+    });
+
     it('a full queue or a closed writer rejects at once', async () => {
       const sink = new FakeSink();
       const w = new AuditBatchWriter(sink, capture().log, { ...fast, maxQueue: 2 });
