@@ -224,11 +224,15 @@ class Forward implements Dispatcher.DispatchHandler {
   /** The decoders once started, outermost coding first. */
   #decoders: Transform[] | null = null;
   /**
-   * The last piece of the body, not yet written: with a Content-Length the agent would hold
-   * a complete answer once every byte is out, so the last piece (and the end of a chunked
-   * body) is written only after the audit entry is committed.
+   * The audit entry is committed before the answer can be complete (issue 10). A chunked
+   * answer is complete only with its terminating chunk: every piece is written as it
+   * comes (a server-sent event stream is not delayed) and only the end waits. An answer
+   * with a Content-Length is complete with its last byte: the piece that reaches the
+   * declared length is held here until the commit.
    */
   #held: Buffer | null = null;
+  /** Bytes the declared Content-Length still expects; -1 when the answer is not length-delimited. */
+  #remaining = -1;
   #corked = false;
 
   constructor(
@@ -324,6 +328,9 @@ class Forward implements Dispatcher.DispatchHandler {
     }
     this.#started = true;
     this.#status = statusCode;
+    // Forwarded as declared (no redaction rewrote it): the piece that completes it waits for the commit.
+    const declared = h['content-length'];
+    if (!bodyless && typeof declared === 'string') this.#remaining = Number(declared);
     this.x.entry.upstream_status = statusCode;
     if (codings.length > 0) this.#codings = codings;
   }
@@ -340,12 +347,16 @@ class Forward implements Dispatcher.DispatchHandler {
       return;
     }
     if (this.x.redactor) return this.#writeRedacted(this.x.redactor.push(chunk), c);
-    const prev = this.#held;
-    this.#held = chunk;
-    if (!prev) return;
+    if (this.#remaining >= 0) {
+      this.#remaining -= chunk.length;
+      if (this.#remaining <= 0) {
+        this.#held = chunk; // the last byte of the answer: written after the commit
+        return;
+      }
+    }
     const res = this.x.res;
     this.#cork(res);
-    if (!res.write(prev) && res.writableLength >= BACKPRESSURE_BYTES && !c.paused) {
+    if (!res.write(chunk) && res.writableLength >= BACKPRESSURE_BYTES && !c.paused) {
       c.pause();
       res.once('drain', onResponseDrain);
     }
@@ -397,17 +408,15 @@ class Forward implements Dispatcher.DispatchHandler {
   }
 
   /**
-   * Writes redacted pieces, all but the last (held until the entry is committed); pauses
-   * `source` (the upstream or the decoder) while the agent's buffer is full.
+   * Writes redacted pieces (a redacted answer is chunked: only its end waits for the
+   * commit); pauses `source` (the upstream or the decoder) while the agent's buffer is full.
    */
   #writeRedacted(pieces: Buffer[], source: { pause(): void; resume(): void; paused?: boolean } | null): void {
     if (pieces.length === 0) return;
     const res = this.x.res;
     let ok = true;
-    if (this.#held || pieces.length > 1) this.#cork(res);
-    if (this.#held) ok = res.write(this.#held);
-    for (let i = 0; i < pieces.length - 1; i++) ok = res.write(pieces[i]!);
-    this.#held = pieces[pieces.length - 1]!;
+    this.#cork(res);
+    for (const piece of pieces) ok = res.write(piece);
     if (!ok && res.writableLength >= BACKPRESSURE_BYTES && source && source.paused !== true) {
       source.pause();
       res.once('drain', () => source.resume());

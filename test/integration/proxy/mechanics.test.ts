@@ -36,6 +36,9 @@ describe('gateway proxy mechanics', function () {
   let decision: PolicyDecision = { decision: 'allow', reason: 'rule', matched_rules: [0], grant: null };
   let approvalOutcome: Promise<ApprovalOutcome> = Promise.resolve({ status: 'approved', grant_id: null });
   const approvals: unknown[] = [];
+  /** While set, the audit port does not "commit" until it resolves (or rejects). */
+  let auditGate: Promise<void> | null = null;
+  let onAudit: (() => void) | null = null;
   const allowed = new Set(['api.stripe.com', 'other.example.com', 'dead.example.com']);
 
   const secret: Credential = {
@@ -75,6 +78,8 @@ describe('gateway proxy mechanics', function () {
       waitForDecision: () => approvalOutcome,
       audit: async (e) => {
         audit.push(e);
+        onAudit?.();
+        if (auditGate) await auditGate;
       },
     };
     const pipeline = createPipeline({ ports, upstream, log: silentLogger, managementTargets: new Set(['127.0.0.1:1']) });
@@ -97,6 +102,8 @@ describe('gateway proxy mechanics', function () {
     approvals.length = 0;
     decision = { decision: 'allow', reason: 'rule', matched_rules: [0], grant: null };
     approvalOutcome = Promise.resolve({ status: 'approved', grant_id: null });
+    auditGate = null;
+    onAudit = null;
   });
 
   async function auditWritten(n = 1) {
@@ -331,6 +338,79 @@ describe('gateway proxy mechanics', function () {
       expect(failed, 'never a complete answer').to.equal(true);
       await auditWritten();
       expect(audit[0]).to.include({ status: 200, upstream_status: 200 });
+    });
+
+    describe('the answer completes only after its audit entry is committed (issue 10)', () => {
+      it('a Content-Length answer: its last byte waits for the commit', async () => {
+        let release!: () => void;
+        auditGate = new Promise<void>((r) => (release = r));
+        const audited = new Promise<void>((r) => (onAudit = r));
+        up.respond = (_req, res) => {
+          res.writeHead(200, { 'content-type': 'application/octet-stream', 'content-length': 200_000 });
+          res.write(Buffer.alloc(100_000, 1), () => setTimeout(() => res.end(Buffer.alloc(100_000, 2)), 5));
+        };
+        const r = await request('https://other.example.com/cl', { dispatcher: agent() });
+        let received = 0;
+        let complete = false;
+        r.body.on('data', (d: Buffer) => (received += d.length));
+        const done = r.body.arrayBuffer().then(() => (complete = true)).catch(() => {});
+        await audited; // the upstream's answer is all in and the entry is being committed
+        await new Promise((res) => setImmediate(res));
+        expect(complete, 'complete before the commit').to.equal(false);
+        expect(received).to.be.below(200_000);
+        release();
+        await done;
+        expect(complete).to.equal(true);
+      });
+
+      it('a chunked stream (server-sent events): each event goes through at once; only the end waits', async () => {
+        for (const headers of [{} as Record<string, string>, { authorization: `Bearer ${PLACEHOLDER}` }]) {
+          let next!: () => void;
+          const more = new Promise<void>((r) => (next = r));
+          up.respond = (_req, res) => {
+            res.writeHead(200, { 'content-type': 'text/event-stream' });
+            res.write('data: one\n\n');
+            void more.then(() => res.end('data: two\n\n'));
+          };
+          const host = headers.authorization ? 'api.stripe.com' : 'other.example.com';
+          const r = await request(`https://${host}/sse`, { dispatcher: agent(), headers });
+          const chunks: string[] = [];
+          let gotFirst!: () => void;
+          const first = new Promise<void>((res) => (gotFirst = res));
+          const ended = new Promise<void>((res) => r.body.once('end', () => res()));
+          r.body.on('data', (d: Buffer) => {
+            chunks.push(String(d));
+            gotFirst();
+          });
+          await first; // the upstream has not ended: it waits for `next`
+          expect(chunks.join(''), host).to.equal('data: one\n\n');
+          next();
+          await ended;
+          expect(chunks.join(''), host).to.equal('data: one\n\ndata: two\n\n');
+        }
+      });
+
+      it('the audit store refuses the entry: a forwarded answer is cut, a refusal becomes 503 gateway_unavailable', async () => {
+        auditGate = Promise.reject(Object.assign(new Error('store down'), { code: 'ECONNREFUSED' }));
+        auditGate.catch(() => {});
+        up.respond = (_req, res) => {
+          res.writeHead(200, { 'content-type': 'application/json', 'content-length': 11 });
+          res.end('{"ok":true}');
+        };
+        let cut = false;
+        try {
+          const r = await request('https://other.example.com/cut', { dispatcher: agent() });
+          await r.body.text();
+        } catch {
+          cut = true;
+        }
+        expect(cut, 'never a complete answer').to.equal(true);
+        const refused = await request('https://not-allowed.example.net/x', { dispatcher: agent() }).catch((e: Error) => e);
+        if (!(refused instanceof Error)) {
+          expect(refused.statusCode).to.equal(503);
+          expect(((await refused.body.json()) as { error: string }).error).to.equal('gateway_unavailable');
+        }
+      });
     });
 
     it('an upstream that refuses the connection: 502 upstream_unreachable, audited', async () => {
