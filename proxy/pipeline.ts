@@ -266,8 +266,8 @@ class Forward implements Dispatcher.DispatchHandler {
     void this.x.finish(this.#status).then(this.resolve);
   }
 
-  /** The upstream's answer is all here and all but its last piece written: commit, then finish. */
-  #complete_(tail: Buffer[]): void {
+  /** The upstream's answer is all here (but the held piece and the end): commit the entry, then finish the answer. */
+  #finishAnswer(tail: Buffer[]): void {
     if (!this.#settle()) return;
     const { x } = this;
     x.entry.bytes_out = this.#out;
@@ -404,7 +404,7 @@ class Forward implements Dispatcher.DispatchHandler {
     if (this.#held) tail.push(this.#held);
     this.#held = null;
     if (this.x.redactor) for (const piece of this.x.redactor.end()) tail.push(piece);
-    this.#complete_(tail);
+    this.#finishAnswer(tail);
   }
 
   /**
