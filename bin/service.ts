@@ -144,11 +144,14 @@ export async function startService(config: Readonly<Config>, log: Logger): Promi
     await approvals.pruneUsedSignatures();
   }, { retry: false });
   await jobs.every('expire-approvals', 5000, {});
+  // GATEWAY_UPSTREAM_CA_FILE, read once: the proxy's upstreams and webhook delivery both
+  // trust it on top of Node's roots.
+  const upstreamCa = config.upstreamCaFile ? readFileSync(config.upstreamCaFile, 'utf8') : null;
   // Webhook delivery: at once for events committed in this process (notifier), the sweep
   // job for retries and for events other processes queued.
   const webhookDelivery = createWebhookDeliveryService(
     { db, clock, log, target: (developerId) => webhookEndpoints.deliveryTarget(developerId) },
-    { allowPrivateDestinations: config.allowPrivateUpstreams, timeoutMs: config.webhookTimeoutMs },
+    { allowPrivateDestinations: config.allowPrivateUpstreams, timeoutMs: config.webhookTimeoutMs, extraCa: upstreamCa },
   );
   webhookDelivery.start();
   await scheduleDeliverWebhooks(jobs, webhookDelivery);
@@ -164,7 +167,7 @@ export async function startService(config: Readonly<Config>, log: Logger): Promi
   const upstream = createUpstream({
     overrides: config.upstreamOverrides,
     allowPrivate: config.allowPrivateUpstreams,
-    extraCa: config.upstreamCaFile ? readFileSync(config.upstreamCaFile, 'utf8') : null,
+    extraCa: upstreamCa,
   });
   const ports: GatewayPorts = {
     egressAllows: async (id, host, port) => (await egress.effectiveEgress(id.environmentId))?.allows(host, port) ?? false,

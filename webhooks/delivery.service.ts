@@ -50,6 +50,8 @@ export interface DeliveryOptions {
   leaseMs?: number;
   maxInFlight?: number;
   maxPerDeveloper?: number;
+  /** GATEWAY_UPSTREAM_CA_FILE's PEM: trusted for endpoints' TLS on top of Node's roots, as the proxy does. */
+  extraCa?: string | null;
   /** Injected for tests (the sender's DNS resolver, an alternative sender). */
   sender?: WebhookSender;
   resolve?: Parameters<typeof createWebhookSender>[0]['resolve'];
@@ -113,7 +115,7 @@ export function createWebhookDeliveryService(deps: DeliveryDeps, opts: DeliveryO
   const leaseMs = opts.leaseMs ?? timeoutMs + LEASE_MARGIN_MS;
   const maxInFlight = opts.maxInFlight ?? DEFAULT_MAX_IN_FLIGHT;
   const maxPerDeveloper = Math.min(opts.maxPerDeveloper ?? DEFAULT_MAX_PER_DEVELOPER, maxInFlight);
-  const sender = opts.sender ?? createWebhookSender({ allowPrivateDestinations: opts.allowPrivateDestinations, timeoutMs, resolve: opts.resolve });
+  const sender = opts.sender ?? createWebhookSender({ allowPrivateDestinations: opts.allowPrivateDestinations, timeoutMs, extraCa: opts.extraCa, resolve: opts.resolve });
 
   const inFlight = new Map<string, Promise<void>>();
   const perDeveloper = new Map<string, number>();
