@@ -1,5 +1,6 @@
 import type { Db } from '../store/db.js';
 import { isMysql, withTx } from '../store/db.js';
+import { PRUNE_BATCH, type PruneOptions } from '../store/prune.js';
 import type { Clock } from '../lib/clock.js';
 import { newTimeOrderedId } from '../lib/ids.js';
 import type { Logger } from '../lib/log.js';
@@ -25,8 +26,7 @@ const VERIFY_PAGE = 1000;
  * anchor; a safety bound only (a prune run moves it once per batch, and then stops).
  */
 const VERIFY_ATTEMPTS = 1000;
-/** Rows per pruning transaction (retention). */
-export const PRUNE_BATCH = 1000;
+
 /** Attempts of one record() transaction on a deadlock, lock timeout or busy database. */
 const RECORD_ATTEMPTS = 4;
 
@@ -215,7 +215,7 @@ export function createAuditService(deps: { db: Db; clock: Clock; log: Logger; ba
    * developer records what was pruned, with the anchor's seq and hash: a copy of the
    * chain's new starting point outside the database. Returns the entries deleted.
    */
-  async function prune(beforeMs: number, opts: { batchSize?: number; onBatch?: () => Promise<void> | void } = {}): Promise<number> {
+  async function prune(beforeMs: number, opts: PruneOptions = {}): Promise<number> {
     const batchSize = opts.batchSize ?? PRUNE_BATCH;
     let total = 0;
     let after: string | null = null;
@@ -227,7 +227,7 @@ export function createAuditService(deps: { db: Db; clock: Clock; log: Logger; ba
     }
   }
 
-  async function pruneDeveloper(developerId: string, beforeMs: number, batchSize: number, onBatch?: () => Promise<void> | void): Promise<number> {
+  async function pruneDeveloper(developerId: string, beforeMs: number, batchSize: number, onBatch: PruneOptions['onBatch']): Promise<number> {
     let pruned = 0;
     let from: ChainHead | null = null;
     let through: { id: string; seq: number; hash: string } | null = null;

@@ -25,6 +25,7 @@ import { webhooksRouter } from '../api/routes/webhooks.js';
 import { createWebhookEndpointsService } from '../webhooks/endpoints.service.js';
 import { createWebhookDeliveryService } from '../webhooks/delivery.service.js';
 import { scheduleDeliverWebhooks } from '../jobs/deliver-webhooks.job.js';
+import { scheduleRetention } from '../jobs/retention.job.js';
 import { createJobRunner } from '../jobs/runner.js';
 import { loadMasterKey } from './master-key.js';
 import { createApprovalsService, type ApprovalsService } from '../approvals/approvals.service.js';
@@ -155,6 +156,20 @@ export async function startService(config: Readonly<Config>, log: Logger): Promi
   );
   webhookDelivery.start();
   await scheduleDeliverWebhooks(jobs, webhookDelivery);
+  // Retention (docs/retention.md): every hour, what a window no longer covers is deleted,
+  // by each domain's own service. The audit log only when GATEWAY_AUDIT_RETENTION_DAYS is set.
+  await scheduleRetention(jobs, {
+    targets: {
+      webhooks: (before, o) => webhookDelivery.prune(before, o),
+      jobs: (before, o) => jobs.pruneFinished(before, o),
+      wakeups: (before, o) => wakeups.prune(before, o),
+      audit: (before, o) => audit.prune(before, o),
+      // authorizationStates: the OAuth states of connections/ (a later issue) plug in here.
+    },
+    windows: config.retention,
+    clock,
+    log,
+  });
 
   const runDue = async (): Promise<void> => {
     const out = await jobs.runDue({ timeoutMs: 20_000 });

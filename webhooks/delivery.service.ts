@@ -5,6 +5,7 @@ import { iso } from '../lib/clock.js';
 import { newId } from '../lib/ids.js';
 import type { Logger } from '../lib/log.js';
 import { withTx, type Db } from '../store/db.js';
+import type { PruneOptions } from '../store/prune.js';
 import { deliveriesStore, type DeliveryRow, type DeliveryStatus } from './deliveries.store.js';
 import type { DeliveryTarget } from './endpoints.service.js';
 import { eventsStore, type ClaimedEventRow } from './events.store.js';
@@ -413,6 +414,21 @@ export function createWebhookDeliveryService(deps: DeliveryDeps, opts: DeliveryO
 
     stats(): Readonly<DeliveryStats> {
       return { ...stats };
+    },
+
+    /**
+     * Retention (GATEWAY_WEBHOOK_RETENTION_DAYS): deletes events that are over (delivered,
+     * failed, cancelled) and were created before `beforeMs`, each batch's delivery
+     * attempts first (the list never shows an attempt without its event). Pending events
+     * stay. Returns the events deleted.
+     */
+    async prune(beforeMs: number, o: PruneOptions = {}): Promise<number> {
+      return eventsStore.pruneFinished(db, beforeMs, {
+        ...o,
+        beforeDelete: async (ids) => {
+          await deliveriesStore.deleteForEvents(db, ids, { batchSize: o.batchSize });
+        },
+      });
     },
 
     /** GET /v1/webhook-deliveries: the developer's attempts, newest first. */
