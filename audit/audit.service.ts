@@ -234,6 +234,9 @@ export function createAuditService(deps: { db: Db; clock: Clock; log: Logger; ba
     for (let raced = 0; raced < 3; ) {
       const state = await auditStore.state(db, developerId);
       if (!state || state.anchor.seq >= state.head.seq) break;
+      // The usual hourly case, nothing old yet: one primary-key lookup, not a page of rows.
+      const oldest = await auditStore.firstAfter(db, developerId, state.anchor.seq);
+      if (!oldest || Number(oldest.created_at) >= beforeMs) break;
       const rows = await auditStore.chainPage(db, developerId, state.anchor.seq, state.head.seq, batchSize);
       const v = new ChainVerifier(state.anchor);
       let reachedKept = false;
