@@ -1,6 +1,7 @@
 import type { Db } from '../store/db.js';
 import { isMysql, isUniqueViolation, withTx } from '../store/db.js';
 import { MysqlScriptRunner } from '../store/mysql-script.js';
+import { PRUNE_BATCH, type PruneOptions } from '../store/prune.js';
 import type { Clock } from '../lib/clock.js';
 import { newTimeOrderedId } from '../lib/ids.js';
 import type { Logger } from '../lib/log.js';
@@ -22,6 +23,12 @@ export interface ListAuditOptions extends ListFilters {
 
 /** Rows per query when verify walks a chain. */
 const VERIFY_PAGE = 1000;
+/**
+ * A verify that found a break while retention moved the anchor walks again from the new
+ * anchor; a safety bound only (a prune run moves it once per batch, and then stops).
+ */
+const VERIFY_ATTEMPTS = 1000;
+
 /** Attempts of one record() transaction on a deadlock, lock timeout or busy database. */
 const RECORD_ATTEMPTS = 4;
 
@@ -223,16 +230,35 @@ export function createAuditService(deps: { db: Db; clock: Clock; log: Logger; ba
 
   /**
    * Walks the developer's chain in seq order, VERIFY_PAGE rows per query, recomputing each
-   * hash (docs/audit.md: what it detects). Safe while appends go on: it checks the rows up
-   * to the head it read first (every row up to that seq was committed with or before that
-   * head), then that no row lies beyond the head as it is at the end.
+   * hash (docs/audit.md: what it detects). It starts at the anchor, the last entry
+   * retention pruned (genesis when none was), so only a prefix recorded as pruned may be
+   * missing. Safe while appends go on: it checks the rows up to the head it read first
+   * (every row up to that seq was committed with or before that head), then that no row
+   * lies beyond the head as it is at the end. Safe while retention prunes: a break found
+   * while the anchor moved is checked again from the new anchor.
    */
   async function verify(developerId: string, opts: { pageSize?: number } = {}): Promise<VerifyResult> {
+    for (let attempt = 1; ; attempt++) {
+      const { result, anchor, reason } = await verifyOnce(developerId, opts.pageSize ?? VERIFY_PAGE);
+      // Retention pruned rows this walk had yet to read: walk again from the new anchor.
+      // The anchor only moves forward and only over verified rows, so each new walk reads
+      // only rows the previous one did not get to, and it ends once pruning does.
+      if (!result.ok && attempt < VERIFY_ATTEMPTS) {
+        const now = await auditStore.state(db, developerId);
+        if (now && now.anchor.seq > anchor.seq) continue;
+      }
+      if (!result.ok) log.warn({ developer_id: developerId, first_broken_id: result.first_broken_id, reason, checked: result.checked }, 'audit: chain verification failed');
+      return result;
+    }
+  }
+
+  async function verifyOnce(developerId: string, pageSize: number): Promise<{ result: VerifyResult; anchor: ChainHead; reason: string | null }> {
     const q = db;
-    const pageSize = opts.pageSize ?? VERIFY_PAGE;
-    const head = (await auditStore.head(q, developerId)) ?? EMPTY_HEAD;
-    const v = new ChainVerifier();
-    let after = 0;
+    const state = await auditStore.state(q, developerId);
+    const head = state?.head ?? EMPTY_HEAD;
+    const anchor = state?.anchor ?? EMPTY_HEAD;
+    const v = new ChainVerifier(anchor);
+    let after = anchor.seq;
     while (after < head.seq) {
       const rows = await auditStore.chainPage(q, developerId, after, head.seq, pageSize);
       if (rows.length === 0) break;
@@ -253,8 +279,82 @@ export function createAuditService(deps: { db: Db; clock: Clock; log: Logger; ba
         if (extra) result = v.beyondHead(extra.id);
       }
     }
-    if (!result.ok) log.warn({ developer_id: developerId, first_broken_id: result.first_broken_id, reason: v.reason, checked: result.checked }, 'audit: chain verification failed');
-    return result;
+    return { result, anchor, reason: v.reason };
+  }
+
+  /**
+   * Retention (docs/audit.md "Retention"): prunes, for every developer, the oldest entries
+   * of the chain created before `beforeMs`: only a prefix, in seq order, stopping at the
+   * first entry created at or after `beforeMs` (created_at is not strictly increasing in
+   * seq, so a few older entries after it are kept) and at the first entry that does not
+   * verify (tampering is never pruned away: verify still names it). Each batch of at most
+   * `batchSize` rows is one transaction that deletes a range of the primary key and moves
+   * the anchor to the last pruned entry, under the lock appends take. One log line per
+   * developer records what was pruned, with the anchor's seq and hash: a copy of the
+   * chain's new starting point outside the database. Returns the entries deleted.
+   */
+  async function prune(beforeMs: number, opts: PruneOptions = {}): Promise<number> {
+    const batchSize = opts.batchSize ?? PRUNE_BATCH;
+    let total = 0;
+    let after: string | null = null;
+    for (;;) {
+      const developers = await auditStore.developers(db, after, 1000);
+      if (developers.length === 0) return total;
+      for (const developerId of developers) total += await pruneDeveloper(developerId, beforeMs, batchSize, opts.onBatch);
+      after = developers[developers.length - 1]!;
+    }
+  }
+
+  async function pruneDeveloper(developerId: string, beforeMs: number, batchSize: number, onBatch: PruneOptions['onBatch']): Promise<number> {
+    let pruned = 0;
+    let from: ChainHead | null = null;
+    let through: { id: string; seq: number; hash: string } | null = null;
+    for (let raced = 0; raced < 3; ) {
+      const state = await auditStore.state(db, developerId);
+      if (!state || state.anchor.seq >= state.head.seq) break;
+      // The usual hourly case, nothing old yet: one primary-key lookup, not a page of rows.
+      const oldest = await auditStore.firstAfter(db, developerId, state.anchor.seq);
+      if (!oldest || Number(oldest.created_at) >= beforeMs) break;
+      const rows = await auditStore.chainPage(db, developerId, state.anchor.seq, state.head.seq, batchSize);
+      const v = new ChainVerifier(state.anchor);
+      let reachedKept = false;
+      for (const row of rows) {
+        if (Number(row.created_at) >= beforeMs) {
+          reachedKept = true;
+          break;
+        }
+        if (!v.feed([row])) break;
+      }
+      const last = v.lastGood;
+      if (last) {
+        const n = await withTx(db, async (trx) => {
+          // Another worker pruned meanwhile: read again from its anchor.
+          const locked = await auditStore.lockState(trx, developerId);
+          if (!locked || locked.anchor.seq !== state.anchor.seq || locked.anchor.hash !== state.anchor.hash) return null;
+          return auditStore.pruneThrough(trx, developerId, state.anchor, { seq: last.seq, hash: last.hash }, clock.nowMs());
+        });
+        if (n === null) {
+          raced++;
+          continue;
+        }
+        from ??= state.anchor;
+        through = last;
+        pruned += n;
+      }
+      if (v.broken) {
+        log.error({ developer_id: developerId, first_broken_id: v.result().first_broken_id, reason: v.reason }, 'audit: retention stopped at an entry that does not verify; it and everything after it are kept');
+        break;
+      }
+      if (!last || reachedKept || rows.length < batchSize) break;
+      await onBatch?.();
+    }
+    if (through && from) {
+      log.info(
+        { developer_id: developerId, entries: pruned, from_seq: from.seq + 1, through_seq: through.seq, through_id: through.id, anchor_hash: through.hash, before: new Date(beforeMs).toISOString() },
+        'audit: pruned',
+      );
+    }
+    return pruned;
   }
 
   return {
@@ -272,6 +372,7 @@ export function createAuditService(deps: { db: Db; clock: Clock; log: Logger; ba
     stats: (): AuditWriterStats => writer.stats(),
     list,
     verify,
+    prune,
   };
 }
 

@@ -1,4 +1,4 @@
-import type { Db, Queryable } from '../store/db.js';
+import { isMysql, type Db, type Queryable } from '../store/db.js';
 import type { AuditDecision, AuditRow, UnchainedRow } from './entry.js';
 import { GENESIS_HASH, chainRows, type ChainHead } from './chain.js';
 
@@ -12,6 +12,20 @@ export interface ListFilters {
 
 function headOf(row: { seq: unknown; hash: string } | undefined): ChainHead | null {
   return row ? { seq: Number(row.seq), hash: row.hash } : null;
+}
+
+/**
+ * A developer's chain as audit_chain_heads records it: the head (last seq and hash) and
+ * the anchor, where the kept chain starts (the last entry retention pruned; seq 0 and the
+ * genesis hash while nothing was pruned; migrations/0011).
+ */
+export interface ChainState {
+  head: ChainHead;
+  anchor: ChainHead;
+}
+
+function stateOf(row: { seq: unknown; hash: string; pruned_seq: unknown; pruned_hash: string } | undefined): ChainState | null {
+  return row ? { head: { seq: Number(row.seq), hash: row.hash }, anchor: { seq: Number(row.pruned_seq), hash: row.pruned_hash } } : null;
 }
 
 /** Columns of `audit_log` in the order of the SQLite fast path's positional INSERT. */
@@ -101,6 +115,39 @@ export const auditStore = {
 
   head(db: Queryable, developerId: string): Promise<ChainHead | null> {
     return db('audit_chain_heads').where({ developer_id: developerId }).first('seq', 'hash').then(headOf);
+  },
+
+  /** Head and anchor in one read (verify's starting point). */
+  state(db: Queryable, developerId: string): Promise<ChainState | null> {
+    return db('audit_chain_heads').where({ developer_id: developerId }).first('seq', 'hash', 'pruned_seq', 'pruned_hash').then(stateOf);
+  },
+
+  /**
+   * Head and anchor, locked until the transaction ends on MySQL (the lock appends take, so
+   * a prune and an append of one developer run one after the other); on SQLite the
+   * transaction already holds the database's only connection.
+   */
+  async lockState(trx: Queryable, developerId: string): Promise<ChainState | null> {
+    const q = trx('audit_chain_heads').where({ developer_id: developerId });
+    return stateOf(await (isMysql(trx) ? q.forUpdate() : q).first('seq', 'hash', 'pruned_seq', 'pruned_hash'));
+  },
+
+  /**
+   * Retention: deletes the developer's entries anchor.seq < seq <= through.seq (one range
+   * of the primary key, at most one batch of rows) and moves the anchor to `through`, in
+   * the caller's transaction. Returns the rows deleted.
+   */
+  async pruneThrough(trx: Queryable, developerId: string, anchor: ChainHead, through: ChainHead, now: number): Promise<number> {
+    const n = await trx('audit_log').where({ developer_id: developerId }).andWhere('seq', '>', anchor.seq).andWhere('seq', '<=', through.seq).delete();
+    await trx('audit_chain_heads').where({ developer_id: developerId }).update({ pruned_seq: through.seq, pruned_hash: through.hash, pruned_at: now });
+    return n;
+  },
+
+  /** Developers with an audit chain, `limit` at a time in id order after `after`. */
+  async developers(db: Queryable, after: string | null, limit: number): Promise<string[]> {
+    const q = db('audit_chain_heads').select('developer_id').orderBy('developer_id').limit(limit);
+    if (after !== null) q.where('developer_id', '>', after);
+    return (await q).map((r: { developer_id: string }) => r.developer_id);
   },
 
   async setHead(trx: Queryable, developerId: string, head: ChainHead, now: number): Promise<void> {

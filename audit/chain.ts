@@ -89,6 +89,11 @@ export interface VerifyResult {
   /** Entries examined: all of them when ok, else up to and including the broken one. */
   checked: number;
   first_broken_id: string | null;
+  /**
+   * The id of the first entry examined: the oldest entry kept (after retention pruned the
+   * ones before it, docs/audit.md "Retention"), or null when no entry was examined.
+   */
+  checked_from: string | null;
 }
 
 export type BreakReason =
@@ -102,15 +107,26 @@ export type BreakReason =
 /**
  * Walks one developer's rows in seq order, a page at a time, so a long log is never
  * loaded at once. `feed` returns false once the chain is broken (stop reading).
+ *
+ * `anchor` is where the kept chain starts: the seq and hash of the last entry retention
+ * pruned (audit_chain_heads.pruned_seq / pruned_hash), or EMPTY_HEAD (seq 0, the genesis
+ * hash) when nothing was pruned. The first row must then be seq anchor.seq + 1 with
+ * prev_hash anchor.hash: only a prefix recorded as pruned may be missing.
  */
 export class ChainVerifier {
-  #expectedSeq = 1;
-  #prev = GENESIS_HASH;
+  #expectedSeq: number;
+  #prev: string;
   #checked = 0;
+  #firstId: string | null = null;
   #lastId: string | null = null;
   #broken: string | null = null;
   #reason: BreakReason | null = null;
   #isBroken = false;
+
+  constructor(anchor: ChainHead = EMPTY_HEAD) {
+    this.#expectedSeq = Number(anchor.seq) + 1;
+    this.#prev = anchor.hash;
+  }
 
   get broken(): boolean {
     return this.#isBroken;
@@ -118,7 +134,7 @@ export class ChainVerifier {
   get reason(): BreakReason | null {
     return this.#reason;
   }
-  /** Seq of the last row fed (0 before any). */
+  /** Seq of the last row accepted (the anchor's before any). */
   get lastSeq(): number {
     return this.#expectedSeq - 1;
   }
@@ -134,6 +150,7 @@ export class ChainVerifier {
     if (this.#isBroken) return false;
     for (const row of rows) {
       this.#checked += 1;
+      this.#firstId ??= row.id;
       if (Number(row.seq) !== this.#expectedSeq) return this.#break(row.id, 'seq_gap');
       if (row.prev_hash !== this.#prev) return this.#break(row.id, 'prev_hash_mismatch');
       if (entryHash(row.prev_hash, row) !== row.hash) return this.#break(row.id, 'hash_mismatch');
@@ -158,6 +175,11 @@ export class ChainVerifier {
     return this.result();
   }
 
+  /** Id and hash of the last row accepted (null before any): how far the chain is known good. */
+  get lastGood(): { id: string; seq: number; hash: string } | null {
+    return this.#lastId === null ? null : { id: this.#lastId, seq: this.lastSeq, hash: this.#prev };
+  }
+
   /** Marks a row found after the chain head as the break (see audit.service verify). */
   beyondHead(id: string): VerifyResult {
     if (!this.#isBroken) this.#break(id, 'beyond_head');
@@ -165,13 +187,13 @@ export class ChainVerifier {
   }
 
   result(): VerifyResult {
-    return { ok: !this.#isBroken, checked: this.#checked, first_broken_id: this.#isBroken ? this.#broken : null };
+    return { ok: !this.#isBroken, checked: this.#checked, first_broken_id: this.#isBroken ? this.#broken : null, checked_from: this.#firstId };
   }
 }
 
-/** The whole chain at once (tests, small logs). */
-export function verifyRows(rows: Iterable<AuditRow>, head: ChainHead | null): VerifyResult & { reason: BreakReason | null } {
-  const v = new ChainVerifier();
+/** The whole chain at once (tests, small logs); `anchor` as for ChainVerifier. */
+export function verifyRows(rows: Iterable<AuditRow>, head: ChainHead | null, anchor: ChainHead = EMPTY_HEAD): VerifyResult & { reason: BreakReason | null } {
+  const v = new ChainVerifier(anchor);
   v.feed(rows);
   const out = v.finish(head);
   return { ...out, reason: v.reason };

@@ -25,6 +25,7 @@ import { webhooksRouter } from '../api/routes/webhooks.js';
 import { createWebhookEndpointsService } from '../webhooks/endpoints.service.js';
 import { createWebhookDeliveryService } from '../webhooks/delivery.service.js';
 import { scheduleDeliverWebhooks } from '../jobs/deliver-webhooks.job.js';
+import { scheduleRetention } from '../jobs/retention.job.js';
 import { createJobRunner } from '../jobs/runner.js';
 import { loadMasterKey } from './master-key.js';
 import { createApprovalsService, type ApprovalsService } from '../approvals/approvals.service.js';
@@ -146,14 +147,31 @@ export async function startService(config: Readonly<Config>, log: Logger): Promi
     await approvals.pruneUsedSignatures();
   }, { retry: false });
   await jobs.every('expire-approvals', 5000, {});
+  // GATEWAY_UPSTREAM_CA_FILE, read once: the proxy's upstreams and webhook delivery both
+  // trust it on top of Node's roots.
+  const upstreamCa = config.upstreamCaFile ? readFileSync(config.upstreamCaFile, 'utf8') : null;
   // Webhook delivery: at once for events committed in this process (notifier), the sweep
   // job for retries and for events other processes queued.
   const webhookDelivery = createWebhookDeliveryService(
     { db, clock, log, target: (developerId) => webhookEndpoints.deliveryTarget(developerId) },
-    { allowPrivateDestinations: config.allowPrivateUpstreams, timeoutMs: config.webhookTimeoutMs },
+    { allowPrivateDestinations: config.allowPrivateUpstreams, timeoutMs: config.webhookTimeoutMs, extraCa: upstreamCa },
   );
   webhookDelivery.start();
   await scheduleDeliverWebhooks(jobs, webhookDelivery);
+  // Retention (docs/retention.md): every hour, what a window no longer covers is deleted,
+  // by each domain's own service. The audit log only when GATEWAY_AUDIT_RETENTION_DAYS is set.
+  await scheduleRetention(jobs, {
+    targets: {
+      webhooks: (before, o) => webhookDelivery.prune(before, o),
+      jobs: (before, o) => jobs.pruneFinished(before, o),
+      wakeups: (before, o) => wakeups.prune(before, o),
+      audit: (before, o) => audit.prune(before, o),
+      // authorizationStates: the OAuth states of connections/ (a later issue) plug in here.
+    },
+    windows: config.retention,
+    clock,
+    log,
+  });
 
   const runDue = async (): Promise<void> => {
     const out = await jobs.runDue({ timeoutMs: 20_000 });
@@ -166,7 +184,7 @@ export async function startService(config: Readonly<Config>, log: Logger): Promi
   const upstream = createUpstream({
     overrides: config.upstreamOverrides,
     allowPrivate: config.allowPrivateUpstreams,
-    extraCa: config.upstreamCaFile ? readFileSync(config.upstreamCaFile, 'utf8') : null,
+    extraCa: upstreamCa,
   });
   const ports: GatewayPorts = {
     egressAllows: async (id, host, port) => (await egress.effectiveEgress(id.environmentId))?.allows(host, port) ?? false,

@@ -22,6 +22,15 @@ export interface Config {
   testClock: boolean;
   /** GATEWAY_WEBHOOK_TIMEOUT_MS: deadline of one webhook delivery attempt (decisions.md: 10 s). */
   webhookTimeoutMs: number;
+  /** Retention (docs/retention.md), in days. */
+  retention: {
+    /** GATEWAY_WEBHOOK_RETENTION_DAYS: webhook events that are over, with their delivery attempts (default 30). */
+    webhookDays: number;
+    /** GATEWAY_JOB_RETENTION_DAYS: finished jobs, fired or cancelled wakeups (default 7). */
+    jobDays: number;
+    /** GATEWAY_AUDIT_RETENTION_DAYS: the audit log's oldest entries; null (unset): kept forever. */
+    auditDays: number | null;
+  };
   runtime: 'process' | 'qemu' | 'none';
   google: { clientId: string | null; clientSecret: string | null; authUrl: string; tokenUrl: string; revokeUrl: string };
   slack: { clientId: string | null; clientSecret: string | null; authUrl: string; tokenUrl: string; revokeUrl: string };
@@ -38,6 +47,8 @@ export class ConfigError extends Error {
 
 const port = Joi.number().integer().min(0).max(65535);
 const httpUrl = Joi.string().uri({ scheme: ['http', 'https'] });
+/** A retention window: whole days, at least one, at most 100 years. */
+const days = Joi.number().integer().min(1).max(36_500);
 const bool = Joi.boolean().truthy('1', 'yes', 'on').falsy('0', 'no', 'off', '');
 
 const schema = Joi.object({
@@ -56,6 +67,9 @@ const schema = Joi.object({
   GATEWAY_ALLOW_PRIVATE_UPSTREAMS: bool.default(false),
   GATEWAY_TEST_CLOCK: bool.default(false),
   GATEWAY_WEBHOOK_TIMEOUT_MS: Joi.number().integer().min(100).max(60_000).default(10_000),
+  GATEWAY_WEBHOOK_RETENTION_DAYS: days.default(30),
+  GATEWAY_JOB_RETENTION_DAYS: days.default(7),
+  GATEWAY_AUDIT_RETENTION_DAYS: days,
   GATEWAY_RUNTIME: Joi.string().valid('process', 'qemu', 'none').default('process'),
   GOOGLE_CLIENT_ID: Joi.string().allow(''),
   GOOGLE_CLIENT_SECRET: Joi.string().allow(''),
@@ -120,6 +134,11 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Readonly<Confi
     allowPrivateUpstreams: value.GATEWAY_ALLOW_PRIVATE_UPSTREAMS,
     testClock: value.GATEWAY_TEST_CLOCK,
     webhookTimeoutMs: value.GATEWAY_WEBHOOK_TIMEOUT_MS,
+    retention: Object.freeze({
+      webhookDays: value.GATEWAY_WEBHOOK_RETENTION_DAYS,
+      jobDays: value.GATEWAY_JOB_RETENTION_DAYS,
+      auditDays: value.GATEWAY_AUDIT_RETENTION_DAYS ?? null,
+    }),
     runtime: value.GATEWAY_RUNTIME,
     google: {
       clientId: nonEmpty(value.GOOGLE_CLIENT_ID),

@@ -5,6 +5,7 @@ import { iso } from '../lib/clock.js';
 import { newId } from '../lib/ids.js';
 import { ServiceError, notFound } from '../lib/errors.js';
 import { applyKeysetAfter } from '../store/keyset.js';
+import { deleteInBatches, type PruneOptions } from '../store/prune.js';
 import { environmentsStore } from './environments.store.js';
 import { eventsStore } from './events.store.js';
 import { LIMITS } from './rules.js';
@@ -140,7 +141,21 @@ export function createWakeupsService(deps: { db: Db; clock: Clock }) {
     }
   }
 
-  return { create, listPending, cancel, fireDue };
+  /**
+   * Retention: deletes wakeups that are over, fired or cancelled before `beforeMs`, in
+   * batches. Nothing reads them any more (the API lists pending wakeups only, and a cancel
+   * of a fired or cancelled one is 404 whether its row is there or not); the environment's
+   * events (wakeup_fired, wakeup_cancelled) keep the history. A fired wakeup's `at` is at
+   * or before its fired_at, so `at < beforeMs` narrows the fired ones to one range of
+   * the (status, at) index.
+   */
+  async function prune(beforeMs: number, opts: PruneOptions = {}): Promise<number> {
+    const fired = await deleteInBatches(db, 'wakeups', (q) => q.where('status', 'fired').andWhere('at', '<', beforeMs).andWhere('fired_at', '<', beforeMs), opts);
+    const cancelled = await deleteInBatches(db, 'wakeups', (q) => q.where('status', 'cancelled').andWhere('cancelled_at', '<', beforeMs), opts);
+    return fired + cancelled;
+  }
+
+  return { create, listPending, cancel, fireDue, prune };
 }
 
 export type WakeupsService = ReturnType<typeof createWakeupsService>;

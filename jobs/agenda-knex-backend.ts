@@ -17,6 +17,7 @@ import {
 import type { Knex } from 'knex';
 import type { Clock } from '../lib/clock.js';
 import { fromJson, isUniqueViolation, toJson, type Db } from '../store/db.js';
+import { deleteInBatches, type PruneOptions } from '../store/prune.js';
 
 /**
  * agenda v6 ships backends for MongoDB, PostgreSQL and Redis only; this one stores jobs in
@@ -707,6 +708,22 @@ export class KnexJobRepository implements JobRepository {
   }
 
   // ---------------------------------------------------------------- for jobs/runner.ts
+
+  /**
+   * Retention: deletes jobs that are over, in batches: nothing left to run (next_run_at
+   * NULL, one range of agenda_jobs_next_run_at_idx), not locked (a job mid-run also has
+   * next_run_at NULL, but keeps its lock), and finished, successfully or for good, before
+   * `beforeMs` (service time). Recurring jobs always have a next run and are never
+   * deleted; neither is a disabled job (an operator's doing) nor one that never ran.
+   */
+  async pruneFinished(beforeMs: number, opts: PruneOptions = {}): Promise<number> {
+    return deleteInBatches(
+      this.#db,
+      AGENDA_JOBS_TABLE,
+      (q) => q.whereNull('next_run_at').whereNull('locked_at').where('disabled', false).where('last_finished_at', '<', beforeMs),
+      opts,
+    );
+  }
 
   /** Stops taking new locks (a lock already in flight is released again). */
   pauseLocking(): void {

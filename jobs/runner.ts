@@ -4,6 +4,7 @@ import { Agenda, InMemoryNotificationChannel, exponential, toJobId, type Backoff
 import type { Clock } from '../lib/clock.js';
 import type { Logger } from '../lib/log.js';
 import type { Db } from '../store/db.js';
+import type { PruneOptions } from '../store/prune.js';
 import { KnexAgendaBackend, type KnexJobRepository } from './agenda-knex-backend.js';
 
 /**
@@ -56,7 +57,9 @@ export type JobHandler<D> = (data: D, ctx: JobContext) => Promise<void> | void;
 export interface ScheduleOptions {
   /**
    * Names one logical job: while a job of this name with this key exists (pending, running
-   * or finished), scheduling it again returns that job unchanged.
+   * or finished), scheduling it again returns that job unchanged. A finished job is kept
+   * only for the job retention window (GATEWAY_JOB_RETENTION_DAYS, docs/retention.md);
+   * after that the key is free again.
    */
   uniqueKey?: string;
   /** With uniqueKey: move the existing job to the new time and data instead (re-arms a finished one). */
@@ -120,6 +123,12 @@ export interface JobRunner<J extends JobMap = Record<string, any>> {
    * handler schedules for "now" is waited for too. Only names defined here count.
    */
   runDue(opts?: { timeoutMs?: number }): Promise<RunDueResult>;
+  /**
+   * Retention: deletes jobs that finished (successfully, or failed with no retry left)
+   * before service time `beforeMs`, in batches; returns how many. Pending, running,
+   * recurring and disabled jobs stay.
+   */
+  pruneFinished(beforeMs: number, opts?: PruneOptions): Promise<number>;
 }
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
@@ -237,6 +246,10 @@ export function createJobRunner<J extends JobMap = Record<string, any>>(opts: Jo
       if (repo.heldCount() > 0) {
         log.warn({ running: repo.heldCount() }, 'job runner stopped with jobs still running; their locks expire on their own');
       }
+    },
+
+    pruneFinished(beforeMs, o) {
+      return repo.pruneFinished(beforeMs, o);
     },
 
     async runDue({ timeoutMs = 10_000 } = {}) {

@@ -1,7 +1,7 @@
 import type { LookupAddress } from 'node:dns';
-import { createSecureContext, rootCertificates } from 'node:tls';
 import { Agent, type Dispatcher } from 'undici';
 import { createEgressGuard, urlHost, type EgressCheck, type EgressGuard } from '../lib/egress-guard.js';
+import { upstreamSecureContext } from '../lib/upstream-trust.js';
 
 export { EgressRefusedError } from '../lib/egress-guard.js';
 
@@ -39,13 +39,9 @@ export interface Upstream {
 export function createUpstream(opts: UpstreamOptions): Upstream {
   const guard = createEgressGuard({ allowPrivate: opts.allowPrivate, overrides: opts.overrides, ...(opts.resolve ? { resolve: opts.resolve } : {}) });
 
-  // One TLS context for every upstream connection, built once. Passing `ca` instead makes
-  // tls.connect build a context per connection, and with an extra CA that means parsing
-  // Node's ~140 root certificates again: 17 ms of blocked event loop per new upstream
-  // connection on the bench machine (docs/performance.md). Without an extra CA a context
-  // per connection is cheaper (0.15 ms) but still needless. Verification is unchanged:
-  // the context trusts the same roots, and servername/checkServerIdentity stay per socket.
-  const secureContext = createSecureContext(opts.extraCa ? { ca: [...rootCertificates, opts.extraCa] } : {});
+  // One TLS context for every upstream connection, built once (lib/upstream-trust.ts says
+  // why): Node's roots plus the operator's extra CA. Webhook delivery trusts the same.
+  const secureContext = upstreamSecureContext(opts.extraCa);
   const connectOptions = { timeout: opts.connectTimeoutMs ?? 10_000, secureContext };
 
   const dispatcher = new Agent({

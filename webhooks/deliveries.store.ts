@@ -1,5 +1,6 @@
 import type { Queryable } from '../store/db.js';
 import { applyKeysetAfter } from '../store/keyset.js';
+import { deleteInBatches, type PruneOptions } from '../store/prune.js';
 
 export type DeliveryStatus = 'succeeded' | 'failed';
 export const DELIVERY_STATUSES: readonly DeliveryStatus[] = Object.freeze(['succeeded', 'failed']);
@@ -36,6 +37,11 @@ function normalize(r: DeliveryListRow): DeliveryListRow {
 export const deliveriesStore = {
   async insert(db: Queryable, row: DeliveryRow): Promise<void> {
     await db('webhook_deliveries').insert(row);
+  },
+
+  /** Retention: every attempt of these events, in batches (webhook_deliveries_event_idx). */
+  async deleteForEvents(db: Queryable, eventIds: readonly string[], opts: PruneOptions = {}): Promise<number> {
+    return deleteInBatches(db, 'webhook_deliveries', (q) => q.whereIn('event_id', [...eventIds]), opts);
   },
 
   /**

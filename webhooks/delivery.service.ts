@@ -5,6 +5,7 @@ import { iso } from '../lib/clock.js';
 import { newId } from '../lib/ids.js';
 import type { Logger } from '../lib/log.js';
 import { withTx, type Db } from '../store/db.js';
+import type { PruneOptions } from '../store/prune.js';
 import { deliveriesStore, type DeliveryRow, type DeliveryStatus } from './deliveries.store.js';
 import type { DeliveryTarget } from './endpoints.service.js';
 import { eventsStore, type ClaimedEventRow } from './events.store.js';
@@ -50,6 +51,8 @@ export interface DeliveryOptions {
   leaseMs?: number;
   maxInFlight?: number;
   maxPerDeveloper?: number;
+  /** GATEWAY_UPSTREAM_CA_FILE's PEM: trusted for endpoints' TLS on top of Node's roots, as the proxy does. */
+  extraCa?: string | null;
   /** Injected for tests (the sender's DNS resolver, an alternative sender). */
   sender?: WebhookSender;
   resolve?: Parameters<typeof createWebhookSender>[0]['resolve'];
@@ -113,7 +116,7 @@ export function createWebhookDeliveryService(deps: DeliveryDeps, opts: DeliveryO
   const leaseMs = opts.leaseMs ?? timeoutMs + LEASE_MARGIN_MS;
   const maxInFlight = opts.maxInFlight ?? DEFAULT_MAX_IN_FLIGHT;
   const maxPerDeveloper = Math.min(opts.maxPerDeveloper ?? DEFAULT_MAX_PER_DEVELOPER, maxInFlight);
-  const sender = opts.sender ?? createWebhookSender({ allowPrivateDestinations: opts.allowPrivateDestinations, timeoutMs, resolve: opts.resolve });
+  const sender = opts.sender ?? createWebhookSender({ allowPrivateDestinations: opts.allowPrivateDestinations, timeoutMs, extraCa: opts.extraCa, resolve: opts.resolve });
 
   const inFlight = new Map<string, Promise<void>>();
   const perDeveloper = new Map<string, number>();
@@ -411,6 +414,21 @@ export function createWebhookDeliveryService(deps: DeliveryDeps, opts: DeliveryO
 
     stats(): Readonly<DeliveryStats> {
       return { ...stats };
+    },
+
+    /**
+     * Retention (GATEWAY_WEBHOOK_RETENTION_DAYS): deletes events that are over (delivered,
+     * failed, cancelled) and were created before `beforeMs`, each batch's delivery
+     * attempts first (the list never shows an attempt without its event). Pending events
+     * stay. Returns the events deleted.
+     */
+    async prune(beforeMs: number, o: PruneOptions = {}): Promise<number> {
+      return eventsStore.pruneFinished(db, beforeMs, {
+        ...o,
+        beforeDelete: async (ids) => {
+          await deliveriesStore.deleteForEvents(db, ids, { batchSize: o.batchSize });
+        },
+      });
     },
 
     /** GET /v1/webhook-deliveries: the developer's attempts, newest first. */

@@ -1,4 +1,5 @@
 import type { Queryable } from '../store/db.js';
+import { deleteInBatches, type PruneOptions } from '../store/prune.js';
 
 /**
  * `pending`: waiting for its next attempt (next_attempt_at). `delivered`: a 2xx came back.
@@ -31,6 +32,9 @@ export type ClaimedEventRow = Pick<WebhookEventRow, 'id' | 'developer_id' | 'typ
 
 /** The columns an attempt's outcome sets (webhooks/delivery.service.ts). */
 export type EventOutcomePatch = Pick<WebhookEventRow, 'status' | 'next_attempt_at' | 'last_attempt_at' | 'delivered_at'> & { attempts: number };
+
+/** Statuses an event never leaves: what retention may delete. */
+const FINISHED: readonly WebhookEventStatus[] = ['delivered', 'failed', 'cancelled'];
 
 const NUMERIC = ['created_at', 'attempts', 'next_attempt_at', 'last_attempt_at', 'delivered_at', 'locked_until'] as const;
 
@@ -107,6 +111,15 @@ export const eventsStore = {
     return db('webhook_events')
       .where({ id, lock_token: token, status: 'pending' })
       .update({ status: 'cancelled', next_attempt_at: null, locked_until: null, lock_token: null });
+  },
+  /**
+   * Retention: deletes the events that are over (delivered, failed, cancelled) and were
+   * created before `beforeMs`, in batches (webhook_events_retention_idx, migrations/0012).
+   * `beforeDelete` gets each batch's ids first (their delivery attempts go before them).
+   * A pending event is never deleted, however old.
+   */
+  async pruneFinished(db: Queryable, beforeMs: number, opts: PruneOptions & { beforeDelete?: (ids: string[]) => Promise<void> } = {}): Promise<number> {
+    return deleteInBatches(db, 'webhook_events', (q) => q.whereIn('status', FINISHED).andWhere('created_at', '<', beforeMs), opts);
   },
   /** Removing the endpoint stops every webhook not yet delivered. */
   async cancelPending(db: Queryable, developerId: string): Promise<number> {

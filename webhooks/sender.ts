@@ -2,6 +2,7 @@ import type { LookupAddress } from 'node:dns';
 import { performance } from 'node:perf_hooks';
 import { Agent } from 'undici';
 import { createEgressGuard } from '../lib/egress-guard.js';
+import { upstreamSecureContext } from '../lib/upstream-trust.js';
 
 /**
  * The HTTP side of webhook delivery: one POST of the stored body to the endpoint URL.
@@ -14,6 +15,10 @@ import { createEgressGuard } from '../lib/egress-guard.js';
  *   host canonicalised (`2130706433` is 127.0.0.1), private literals refused without a
  *   lookup, names resolved once and connected to by the checked address (no rebinding
  *   window), and the address actually connected to checked again.
+ * - TLS trusts what the proxy's upstream connections trust (lib/upstream-trust.ts): Node's
+ *   roots plus GATEWAY_UPSTREAM_CA_FILE, so a receiver on a staging or internal CA that
+ *   the operator configured for the proxy works for webhooks too. A certificate nothing
+ *   trusts fails the attempt as `tls_error`.
  *
  * Every outcome is a value, with a fixed `error` word for failures.
  */
@@ -49,6 +54,8 @@ export interface SenderOptions {
   allowPrivateDestinations: boolean;
   /** Deadline of one attempt (decisions.md: 10 s). */
   timeoutMs: number;
+  /** Extra CA certificates (PEM, GATEWAY_UPSTREAM_CA_FILE) trusted on top of Node's roots. */
+  extraCa?: string | null;
   /** Injected for tests; defaults to the system resolver. */
   resolve?: (host: string) => Promise<LookupAddress[]>;
 }
@@ -89,7 +96,7 @@ export function createWebhookSender(opts: SenderOptions): WebhookSender {
     keepAliveTimeout: 4_000,
     headersTimeout: opts.timeoutMs,
     bodyTimeout: opts.timeoutMs,
-    connect: guard.connector({ timeout: opts.timeoutMs }) as never,
+    connect: guard.connector({ timeout: opts.timeoutMs, secureContext: upstreamSecureContext(opts.extraCa) }) as never,
   });
 
   async function send(url: string, headers: Record<string, string>, body: string, signal?: AbortSignal): Promise<SendResult> {

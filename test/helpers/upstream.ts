@@ -27,9 +27,10 @@ export interface FakeUpstream {
  * A local upstream standing in for a real API host: HTTPS with a certificate from its own
  * CA (trusted by the gateway through GATEWAY_UPSTREAM_CA_FILE) for any host name, or plain
  * HTTP. It records every request it receives, so tests can prove what the upstream saw
- * (the real secret, never a placeholder; no X-Service-* headers).
+ * (the real secret, never a placeholder; no X-Service-* headers). `defaultHostname` names
+ * the certificate served to clients that send no SNI (an IP literal such as 127.0.0.1).
  */
-export async function startFakeUpstream(opts: { tls?: boolean } = {}): Promise<FakeUpstream> {
+export async function startFakeUpstream(opts: { tls?: boolean; defaultHostname?: string } = {}): Promise<FakeUpstream> {
   const tls = opts.tls ?? true;
   const ca = await generateCa({ commonName: 'Fake Upstream CA' });
   const seen: Seen[] = [];
@@ -57,7 +58,7 @@ export async function startFakeUpstream(opts: { tls?: boolean } = {}): Promise<F
   let server: Server | HttpsServer;
   if (tls) {
     const issuer = await createLeafIssuer(ca);
-    server = createHttpsServer(createTlsServerOptions(issuer, { defaultHostname: 'localhost' }), handler);
+    server = createHttpsServer(createTlsServerOptions(issuer, { defaultHostname: opts.defaultHostname ?? 'localhost' }), handler);
   } else {
     server = createHttpServer(handler);
   }

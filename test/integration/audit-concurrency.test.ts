@@ -77,7 +77,7 @@ async function expectContiguous(db: Db, audit: AuditService, developerId: string
   expect(new Set(rows.map((r) => r.id)).size).to.equal(n);
   const head = await db('audit_chain_heads').where({ developer_id: developerId }).first();
   expect(Number(head.seq)).to.equal(n);
-  expect(await audit.verify(developerId)).to.deep.equal({ ok: true, checked: n, first_broken_id: null });
+  expect(await audit.verify(developerId)).to.deep.equal({ ok: true, checked: n, first_broken_id: null, checked_from: rows[0]?.id ?? null });
   return rows.map((r) => r.id);
 }
 

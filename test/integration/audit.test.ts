@@ -84,7 +84,7 @@ describe('audit log API', function () {
   async function verifyOf(api: ApiClient): Promise<any> {
     const res = await api.get('/v1/audit-log/verify');
     expect(res.status, res.text).to.equal(200);
-    expect(Object.keys(res.body).sort()).to.deep.equal(['checked', 'first_broken_id', 'ok']);
+    expect(Object.keys(res.body).sort()).to.deep.equal(['checked', 'checked_from', 'first_broken_id', 'ok']);
     return res.body;
   }
 
@@ -216,43 +216,43 @@ describe('audit log API', function () {
       expect((await other.get(`/v1/audit-log?environment_id=${ENVS[0]}`)).body).to.deep.equal({ data: [], next: null });
       // Paging with the first developer's id as the cursor finds nothing.
       expect((await other.get(`/v1/audit-log?after=${recorded[10].id}`)).body).to.deep.equal({ data: [], next: null });
-      expect(await verifyOf(other)).to.deep.equal({ ok: true, checked: 0, first_broken_id: null });
+      expect(await verifyOf(other)).to.deep.equal({ ok: true, checked: 0, first_broken_id: null, checked_from: null });
     });
   });
 
   describe('GET /v1/audit-log/verify', () => {
     it('an untouched chain is ok, every entry checked', async () => {
-      expect(await verifyOf(t.api)).to.deep.equal({ ok: true, checked: recorded.length, first_broken_id: null });
+      expect(await verifyOf(t.api)).to.deep.equal({ ok: true, checked: recorded.length, first_broken_id: null, checked_from: recorded[0].id });
     });
 
     it('an altered field is reported by id', async () => {
       const { api, ids } = await freshChain(8);
       await t.svc.db('audit_log').where({ id: ids[4] }).update({ path: '/v1/innocent' });
-      expect(await verifyOf(api)).to.deep.equal({ ok: false, checked: 5, first_broken_id: ids[4] });
+      expect(await verifyOf(api)).to.deep.equal({ ok: false, checked: 5, first_broken_id: ids[4], checked_from: ids[0] });
     });
 
     it('an altered row with a replaced hash is reported by id', async () => {
       const { api, ids } = await freshChain(8);
       await t.svc.db('audit_log').where({ id: ids[2] }).update({ decision: 'allow', hash: 'f'.repeat(64) });
-      expect(await verifyOf(api)).to.deep.equal({ ok: false, checked: 3, first_broken_id: ids[2] });
+      expect(await verifyOf(api)).to.deep.equal({ ok: false, checked: 3, first_broken_id: ids[2], checked_from: ids[0] });
     });
 
     it('a deleted middle row: the row after the gap is reported', async () => {
       const { api, ids } = await freshChain(8);
       await t.svc.db('audit_log').where({ id: ids[3] }).delete();
-      expect(await verifyOf(api)).to.deep.equal({ ok: false, checked: 4, first_broken_id: ids[4] });
+      expect(await verifyOf(api)).to.deep.equal({ ok: false, checked: 4, first_broken_id: ids[4], checked_from: ids[0] });
     });
 
     it('deleted last rows are detected against the chain head (the last row left is reported)', async () => {
       const { api, ids } = await freshChain(8);
       await t.svc.db('audit_log').whereIn('id', [ids[6], ids[7]]).delete();
-      expect(await verifyOf(api)).to.deep.equal({ ok: false, checked: 6, first_broken_id: ids[5] });
+      expect(await verifyOf(api)).to.deep.equal({ ok: false, checked: 6, first_broken_id: ids[5], checked_from: ids[0] });
     });
 
     it('every row deleted: not ok, nothing to name', async () => {
       const { api, developerId } = await freshChain(3);
       await t.svc.db('audit_log').where({ developer_id: developerId }).delete();
-      expect(await verifyOf(api)).to.deep.equal({ ok: false, checked: 0, first_broken_id: null });
+      expect(await verifyOf(api)).to.deep.equal({ ok: false, checked: 0, first_broken_id: null, checked_from: null });
     });
 
     it('reordered rows (seq values swapped) are detected', async () => {
@@ -263,7 +263,7 @@ describe('audit log API', function () {
       await db('audit_log').where({ id: ids[2] }).update({ seq: 4 });
       const rows = await db('audit_log').where({ developer_id: developerId }).orderBy('seq').select('id');
       expect(rows.map((r: any) => r.id).slice(2, 4)).to.deep.equal([ids[3], ids[2]]);
-      expect(await verifyOf(api)).to.deep.equal({ ok: false, checked: 3, first_broken_id: ids[3] });
+      expect(await verifyOf(api)).to.deep.equal({ ok: false, checked: 3, first_broken_id: ids[3], checked_from: ids[0] });
     });
 
     it('a row moved in from another developer\'s chain is detected', async () => {
@@ -271,24 +271,24 @@ describe('audit log API', function () {
       const b = await freshChain(3);
       await t.svc.db('audit_log').where({ id: b.ids[2] }).update({ developer_id: a.developerId, seq: 4 });
       await t.svc.db('audit_chain_heads').where({ developer_id: a.developerId }).update({ seq: 4 });
-      expect(await verifyOf(a.api)).to.deep.equal({ ok: false, checked: 4, first_broken_id: b.ids[2] });
+      expect(await verifyOf(a.api)).to.deep.equal({ ok: false, checked: 4, first_broken_id: b.ids[2], checked_from: a.ids[0] });
       // And b's chain now misses its last row.
-      expect(await verifyOf(b.api)).to.deep.equal({ ok: false, checked: 2, first_broken_id: b.ids[1] });
+      expect(await verifyOf(b.api)).to.deep.equal({ ok: false, checked: 2, first_broken_id: b.ids[1], checked_from: b.ids[0] });
     });
 
     it('a row added beyond the chain head (around the writer) is detected', async () => {
       const { api, developerId, ids } = await freshChain(3);
       const last = await t.svc.db('audit_log').where({ id: ids[2] }).first();
       await t.svc.db('audit_log').insert({ ...last, id: 'aud_0000000000000000000000ee', seq: 4, prev_hash: last.hash });
-      expect(await verifyOf(api)).to.deep.equal({ ok: false, checked: 3, first_broken_id: 'aud_0000000000000000000000ee' });
+      expect(await verifyOf(api)).to.deep.equal({ ok: false, checked: 3, first_broken_id: 'aud_0000000000000000000000ee', checked_from: ids[0] });
       void developerId;
     });
 
     it('verify walks long chains page by page', async () => {
       const { developerId, ids } = await freshChain(25);
-      expect(await t.svc.audit.verify(developerId, { pageSize: 4 })).to.deep.equal({ ok: true, checked: 25, first_broken_id: null });
+      expect(await t.svc.audit.verify(developerId, { pageSize: 4 })).to.deep.equal({ ok: true, checked: 25, first_broken_id: null, checked_from: ids[0] });
       await t.svc.db('audit_log').where({ id: ids[21] }).update({ status: 500 });
-      expect(await t.svc.audit.verify(developerId, { pageSize: 4 })).to.deep.equal({ ok: false, checked: 22, first_broken_id: ids[21] });
+      expect(await t.svc.audit.verify(developerId, { pageSize: 4 })).to.deep.equal({ ok: false, checked: 22, first_broken_id: ids[21], checked_from: ids[0] });
     });
 
     it('appends after a tampered head still verify as broken (the break is never healed by new rows)', async () => {
@@ -324,7 +324,7 @@ describe('audit log API', function () {
       for (const s of [placeholder, standIn, apiKey, queryValue, placeholder.slice(6), standIn.slice(6), apiKey.slice(3)]) {
         expect(dump, s).to.not.include(s);
       }
-      expect(await verifyOf(t.api)).to.deep.equal({ ok: true, checked: recorded.length, first_broken_id: null });
+      expect(await verifyOf(t.api)).to.deep.equal({ ok: true, checked: recorded.length, first_broken_id: null, checked_from: recorded[0].id });
     });
   });
 });

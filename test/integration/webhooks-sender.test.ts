@@ -8,6 +8,7 @@ import { createServer, type Server } from 'node:http';
 import type { AddressInfo, Socket } from 'node:net';
 import type { LookupAddress } from 'node:dns';
 import { classifyError, createWebhookSender, PrivateDestinationError, type WebhookSender } from '../../webhooks/sender.js';
+import { startFakeUpstream } from '../helpers/upstream.js';
 
 describe('webhook sender (webhooks/sender)', function () {
   this.timeout(10_000);
@@ -151,6 +152,40 @@ describe('webhook sender (webhooks/sender)', function () {
       const results = await Promise.all(Array.from({ length: 8 }, () => s.send(url('/ok', 'burst.example.test'), headers, '{}')));
       expect(results.every((r) => r.error === 'private_destination')).to.equal(true);
       expect(lookups).to.equal(1);
+    });
+  });
+
+  describe('TLS: GATEWAY_UPSTREAM_CA_FILE is trusted as the proxy trusts it', () => {
+    const resolve = async (): Promise<LookupAddress[]> => [{ address: '127.0.0.1', family: 4 }];
+
+    it('an endpoint with a certificate from the extra CA is delivered; without the CA the attempt is tls_error', async () => {
+      const up = await startFakeUpstream({ tls: true });
+      try {
+        up.respond = (_req, res) => res.writeHead(204).end();
+        const target = `https://hooks.example.test:${up.port}/hooks`;
+        const untrusting = await sender({ resolve }).send(target, headers, '{"a":1}');
+        expect(untrusting).to.deep.include({ ok: false, statusCode: null, error: 'tls_error' });
+        expect(up.seen).to.have.length(0);
+
+        const trusting = await sender({ resolve, extraCa: up.ca.certPem }).send(target, headers, '{"a":1}');
+        expect(trusting).to.deep.include({ ok: true, statusCode: 204, error: null });
+        expect(up.seen.map((r) => [r.url, r.body.toString()])).to.deep.equal([['/hooks', '{"a":1}']]);
+      } finally {
+        await up.close();
+      }
+    });
+
+    it('the extra CA does not relax verification: a certificate for another name still fails', async () => {
+      // The CA signs for any name the client asks for, so a name mismatch is forced by
+      // serving a fixed certificate (the fallback, for `localhost`) to a client with no SNI.
+      const up = await startFakeUpstream({ tls: true, defaultHostname: 'localhost' });
+      try {
+        const r = await sender({ extraCa: up.ca.certPem }).send(`https://127.0.0.1:${up.port}/hooks`, headers, '{}');
+        expect(r).to.deep.include({ ok: false, error: 'tls_error' });
+        expect(up.seen).to.have.length(0);
+      } finally {
+        await up.close();
+      }
     });
   });
 

@@ -107,14 +107,14 @@ describe('audit chain (audit/chain)', () => {
     const { rows, head } = chainOf(10);
 
     it('an intact chain is ok, and every row is checked', () => {
-      expect(verifyRows(rows, head)).to.deep.equal({ ok: true, checked: 10, first_broken_id: null, reason: null });
-      expect(verifyRows([], EMPTY_HEAD)).to.deep.equal({ ok: true, checked: 0, first_broken_id: null, reason: null });
+      expect(verifyRows(rows, head)).to.deep.equal({ ok: true, checked: 10, first_broken_id: null, checked_from: rows[0]!.id, reason: null });
+      expect(verifyRows([], EMPTY_HEAD)).to.deep.equal({ ok: true, checked: 0, first_broken_id: null, checked_from: null, reason: null });
     });
 
     it('detects an altered field (the altered row)', () => {
       const t = clone(rows);
       t[4]!.path = '/v1/something-else';
-      expect(verifyRows(t, head)).to.deep.equal({ ok: false, checked: 5, first_broken_id: rows[4]!.id, reason: 'hash_mismatch' });
+      expect(verifyRows(t, head)).to.deep.equal({ ok: false, checked: 5, first_broken_id: rows[4]!.id, checked_from: rows[0]!.id, reason: 'hash_mismatch' });
     });
 
     it('detects an altered row whose hash was recomputed (the next row no longer follows it)', () => {
@@ -127,7 +127,7 @@ describe('audit chain (audit/chain)', () => {
     it('detects a deleted middle row (the row after the gap)', () => {
       const t = clone(rows);
       t.splice(3, 1);
-      expect(verifyRows(t, head)).to.deep.equal({ ok: false, checked: 4, first_broken_id: rows[4]!.id, reason: 'seq_gap' });
+      expect(verifyRows(t, head)).to.deep.equal({ ok: false, checked: 4, first_broken_id: rows[4]!.id, checked_from: rows[0]!.id, reason: 'seq_gap' });
     });
 
     it('detects a deleted middle row even when later seqs were renumbered (prev_hash no longer matches)', () => {
@@ -145,8 +145,8 @@ describe('audit chain (audit/chain)', () => {
       const t = clone(rows).slice(0, 7);
       // The rows alone are a consistent, shorter chain: that is what a head is for.
       expect(verifyRows(t, null).ok).to.equal(true);
-      expect(verifyRows(t, head)).to.deep.equal({ ok: false, checked: 7, first_broken_id: rows[6]!.id, reason: 'tail_missing' });
-      expect(verifyRows([], head)).to.deep.equal({ ok: false, checked: 0, first_broken_id: null, reason: 'tail_missing' });
+      expect(verifyRows(t, head)).to.deep.equal({ ok: false, checked: 7, first_broken_id: rows[6]!.id, checked_from: rows[0]!.id, reason: 'tail_missing' });
+      expect(verifyRows([], head)).to.deep.equal({ ok: false, checked: 0, first_broken_id: null, checked_from: null, reason: 'tail_missing' });
     });
 
     it('detects a head that does not match the last row', () => {
@@ -170,6 +170,36 @@ describe('audit chain (audit/chain)', () => {
       const t = clone(rows);
       t[0]!.developer_id = 'dev_000000000000000000000002';
       expect(verifyRows(t, head)).to.include({ ok: false, first_broken_id: rows[0]!.id, reason: 'hash_mismatch' });
+    });
+
+    describe('from a retention anchor (the last pruned entry)', () => {
+      const anchor = { seq: 4, hash: rows[3]!.hash };
+
+      it('a pruned prefix recorded in the anchor verifies, checked from the first kept row', () => {
+        expect(verifyRows(clone(rows).slice(4), head, anchor)).to.deep.equal({ ok: true, checked: 6, first_broken_id: null, checked_from: rows[4]!.id, reason: null });
+      });
+
+      it('everything pruned (anchor = head): ok, nothing checked', () => {
+        expect(verifyRows([], head, head)).to.deep.equal({ ok: true, checked: 0, first_broken_id: null, checked_from: null, reason: null });
+      });
+
+      it('a row missing past the anchor (deleted without moving it) is a gap', () => {
+        expect(verifyRows(clone(rows).slice(5), head, anchor)).to.include({ ok: false, first_broken_id: rows[5]!.id, reason: 'seq_gap' });
+      });
+
+      it('a deleted middle row is still a gap', () => {
+        const t = clone(rows).slice(4);
+        t.splice(2, 1);
+        expect(verifyRows(t, head, anchor)).to.include({ ok: false, first_broken_id: rows[7]!.id, checked_from: rows[4]!.id, reason: 'seq_gap' });
+      });
+
+      it('an anchor whose hash is not the first kept row\'s prev_hash breaks at that row', () => {
+        expect(verifyRows(clone(rows).slice(4), head, { seq: 4, hash: 'b'.repeat(64) })).to.include({ ok: false, first_broken_id: rows[4]!.id, reason: 'prev_hash_mismatch' });
+      });
+
+      it('rows pruned and the anchor not moved: the first kept row is a gap', () => {
+        expect(verifyRows(clone(rows).slice(4), head)).to.include({ ok: false, first_broken_id: rows[4]!.id, reason: 'seq_gap' });
+      });
     });
 
     it('cannot detect a chain rewritten whole with a matching head (docs/audit.md: anchor the head elsewhere)', () => {

@@ -16,7 +16,15 @@ describe('config', () => {
     expect(c.runtime).to.equal('process');
     expect(c.chromiumPath).to.equal('/usr/bin/chromium');
     expect(c.logLevel).to.equal('info');
+    expect(c.retention).to.deep.equal({ webhookDays: 30, jobDays: 7, auditDays: null });
     expect(Object.isFrozen(c)).to.equal(true);
+    expect(Object.isFrozen(c.retention)).to.equal(true);
+  });
+
+  it('reads the retention windows; the audit log is kept forever unless one is set', () => {
+    const c = loadConfig({ GATEWAY_WEBHOOK_RETENTION_DAYS: '90', GATEWAY_JOB_RETENTION_DAYS: '1', GATEWAY_AUDIT_RETENTION_DAYS: '365' });
+    expect(c.retention).to.deep.equal({ webhookDays: 90, jobDays: 1, auditDays: 365 });
+    expect(loadConfig({ GATEWAY_AUDIT_RETENTION_DAYS: '' }).retention.auditDays).to.equal(null);
   });
 
   it('parses MySQL URLs and upstream overrides', () => {
@@ -43,6 +51,9 @@ describe('config', () => {
     ['BASE_URL', { BASE_URL: 'ftp://x' }],
     ['GATEWAY_BOOTSTRAP_API_KEY', { GATEWAY_BOOTSTRAP_API_KEY: 'sk_short' }],
     ['GATEWAY_UPSTREAM_OVERRIDES', { GATEWAY_UPSTREAM_OVERRIDES: 'nohostport' }],
+    ['GATEWAY_WEBHOOK_RETENTION_DAYS', { GATEWAY_WEBHOOK_RETENTION_DAYS: '0' }],
+    ['GATEWAY_JOB_RETENTION_DAYS', { GATEWAY_JOB_RETENTION_DAYS: '1.5' }],
+    ['GATEWAY_AUDIT_RETENTION_DAYS', { GATEWAY_AUDIT_RETENTION_DAYS: 'forever' }],
   ];
   for (const [variable, env] of bad) {
     it(`names ${variable} when it is bad (${Object.values(env)[0]})`, () => {
