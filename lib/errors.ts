@@ -52,6 +52,7 @@ export const ERROR_CODES = {
   secret_location_not_allowed: { status: 403, meaning: 'A placeholder or stand-in token outside the places its credential may be swapped into (the Authorization header, or the secret\'s inject list)' },
   credential_minting_not_allowed: { status: 403, meaning: 'A credential sent to an endpoint that mints new credentials, and the secret does not allow_minting' },
   cleartext_not_allowed: { status: 403, meaning: 'Cleartext in a tunnel to port 443, or a credential in a cleartext request' },
+  invalid_task_header: { status: 400, meaning: 'X-Service-Task-Id or X-Service-Session-Id longer than 255 characters or with control characters' },
   host_mismatch: { status: 421, meaning: 'The Host header or absolute URL names another host than the tunnel or proxy target' },
   policy_denied: { status: 403, meaning: 'A deny rule, or no rule for a read or write' },
   approval_denied: { status: 403, meaning: 'The approval request for this request was denied' },
@@ -61,7 +62,7 @@ export const ERROR_CODES = {
   payload_too_large: { status: 413, meaning: 'A held or scanned request body is larger than the gateway buffers' },
   upstream_unreachable: { status: 502, meaning: 'The upstream could not be reached' },
   upstream_timeout: { status: 504, meaning: 'The upstream did not answer in time' },
-  gateway_unavailable: { status: 503, meaning: 'The store cannot be reached; the gateway fails closed' },
+  gateway_unavailable: { status: 503, meaning: 'The store or the audit log cannot take the request; the gateway fails closed' },
 } as const satisfies Record<string, { status: number; meaning: string }>;
 
 export type ErrorCode = keyof typeof ERROR_CODES;

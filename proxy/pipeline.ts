@@ -174,6 +174,18 @@ function readUpTo(req: Readable, limit: number): Promise<{ body: Buffer; complet
   });
 }
 
+/** Task and session ids: at most 255 characters, no control characters. */
+const MAX_TAG = 255;
+// eslint-disable-next-line no-control-regex
+const CONTROL = /[\u0000-\u001f\u007f]/;
+
+function badTagHeader(value: string | undefined, name: string): string | null {
+  if (value === undefined) return null;
+  if (value.length > MAX_TAG) return `${name} may be at most ${MAX_TAG} characters (it has ${value.length})`;
+  if (CONTROL.test(value)) return `${name} may not contain control characters`;
+  return null;
+}
+
 function pathOnly(url: string): string {
   const q = url.indexOf('?');
   return q < 0 ? url : url.slice(0, q);
@@ -489,8 +501,8 @@ class Exchange {
   readonly method: string;
   readonly url: string;
   readonly entry: AuditEntry;
-  readonly taskId: string | undefined;
-  readonly sessionId: string | undefined;
+  taskId: string | undefined;
+  sessionId: string | undefined;
   readonly contentType: string | undefined;
   readonly hasBody: boolean;
   body: Buffer | null = null;
@@ -556,6 +568,14 @@ class Exchange {
       // routed there by the upstream's virtual hosting (issue 9, hole 2).
       const mismatch = authorityMismatch(req, target);
       if (mismatch) return this.refuse(refusal('host_mismatch', mismatch));
+      // The task and session ids go into approvals and grants (255 characters there): one
+      // the store cannot hold is the agent's error, not a store outage (it was a 503).
+      const badTag = badTagHeader(this.taskId, 'X-Service-Task-Id') ?? badTagHeader(this.sessionId, 'X-Service-Session-Id');
+      if (badTag) {
+        this.taskId = undefined;
+        this.sessionId = undefined;
+        return this.refuse(refusal('invalid_task_header', badTag));
+      }
       if (s.managementTargets.has(`${target.host}:${target.port}`)) {
         return this.refuse(refusal('egress_denied', 'the management API is not reachable through the gateway'));
       }
