@@ -237,7 +237,12 @@ export function createEgressGuard(opts: EgressGuardOptions): EgressGuard {
   }
 
   function connector(copts: ConnectorOptions = {}): Connector {
-    const base = buildConnector({ timeout: copts.timeout ?? 10_000, ...(copts.secureContext ? { secureContext: copts.secureContext } : {}) } as buildConnector.BuildOptions);
+    // rejectUnauthorized stated, not defaulted: NODE_TLS_REJECT_UNAUTHORIZED=0 in the
+    // service's environment must not make it send real keys to any certificate
+    // (test/security/upstream-tls.test.ts runs with it set).
+    const base = buildConnector({
+      timeout: copts.timeout ?? 10_000, rejectUnauthorized: true, ...(copts.secureContext ? { secureContext: copts.secureContext } : {}),
+    } as buildConnector.BuildOptions);
     return (o, callback) => {
       const host = canonicalHost(String(o.hostname));
       const port = Number(o.port) || (o.protocol === 'https:' ? 443 : 80);
