@@ -93,6 +93,66 @@ describe('credential placement (proxy/credentials)', () => {
     expect(() => swapCredentials(req, placeCredentials(req, S), new Map([[A, 'x\r\ny: z']]))).to.throw(/header/);
   });
 
+  describe('swapping values that need escaping (issue 10)', () => {
+    const hostile = ['quote " inside', 'back\\slash \\n not a newline', 'ünïcödé ✓ 🔑', 'amp&eq=plus+pct%20', '</script>\u2028'];
+    for (const value of hostile) {
+      it(`into a JSON body: ${JSON.stringify(value)} parses back to itself, the rest untouched`, () => {
+        const req = { url: '/', headers: {}, body: Buffer.from(JSON.stringify({ auth: { key: B }, other: 'x"y' })), contentType: 'application/json' };
+        const p = placeCredentials(req, S);
+        expect(p.misplaced).to.equal(null);
+        const out = swapCredentials(req, p, new Map([[B, value]]));
+        expect(JSON.parse(out.body!.toString('utf8'))).to.deep.equal({ auth: { key: value }, other: 'x"y' });
+        // The answer is redacted of the value as JSON would spell it too.
+        expect(out.redactions.map((r) => r.sent)).to.include(JSON.stringify(value).slice(1, -1));
+      });
+      it(`into a form body and a query: ${JSON.stringify(value)} decodes back to itself`, () => {
+        const req = { url: `/x?key=${B}`, headers: {}, body: Buffer.from(`token=${B}&n=1`), contentType: 'application/x-www-form-urlencoded' };
+        const p = placeCredentials(req, S);
+        const out = swapCredentials(req, p, new Map([[B, value]]));
+        expect(new URLSearchParams(out.body!.toString('latin1')).get('token')).to.equal(value);
+        expect(new URLSearchParams(out.body!.toString('latin1')).get('n')).to.equal('1');
+        expect(new URL(`http://h${out.url}`).searchParams.get('key')).to.equal(value);
+      });
+    }
+
+    for (const [label, value] of [['CR LF', 'a\r\nX-Injected: 1'], ['a lone LF', 'a\nb'], ['a lone CR', 'a\rb'], ['NUL', 'a\u0000b']] as const) {
+      it(`a real value with ${label} is refused for a header (it would split or end it)`, () => {
+        for (const headers of [{ authorization: `Bearer ${A}` }, { 'x-api-key': B }]) {
+          const req = { url: '/', headers };
+          const p = placeCredentials(req, S);
+          expect(() => swapCredentials(req, p, new Map([[A, value], [B, value]]))).to.throw(/header/);
+        }
+      });
+    }
+
+    it('a Basic blob carries any value (base64), CR LF included', () => {
+      const req = { url: '/', headers: { authorization: basic(`${A}:`) } };
+      const out = swapCredentials(req, placeCredentials(req, S), new Map([[A, 'a\r\nb']]));
+      expect(Buffer.from(String(out.headers.authorization).slice(6), 'base64').toString()).to.equal('a\r\nb:');
+    });
+  });
+
+  it('two secrets and a connection stand-in in one request: each swapped in its own slot, nothing else touched', () => {
+    const C = 'svcst_cccccccccccccccccccccccccccccccc';
+    const conn: Credential = { token: C, connector: 'slack', kind: 'connection', infrastructure: false, hostAllowed: () => true, slots: connectionSlots('slack'), allowMinting: false, value: () => 'xoxp-real' };
+    const all = set(a, b, conn);
+    const req = {
+      url: `/api/chat.postMessage?key=${B}&channel=C1`, headers: { authorization: `Bearer ${A}`, 'x-api-key': B },
+      body: Buffer.from(`token=${C}&text=hello`), contentType: 'application/x-www-form-urlencoded',
+    };
+    const p = placeCredentials(req, all);
+    expect(p.misplaced).to.equal(null);
+    expect(p.found.map((c) => c.token).sort()).to.deep.equal([A, B, C].sort());
+    const out = swapCredentials(req, p, new Map([[A, 'real-a'], [B, 'real-b'], [C, 'xoxp-real']]));
+    expect(out.headers.authorization).to.equal('Bearer real-a');
+    expect(out.headers['x-api-key']).to.equal('real-b');
+    expect(out.url).to.equal('/api/chat.postMessage?key=real-b&channel=C1');
+    expect(out.body!.toString()).to.equal('token=xoxp-real&text=hello');
+    const text = `${out.url} ${JSON.stringify(out.headers)} ${out.body!.toString()}`;
+    for (const t of [A, B, C]) expect(text).to.not.include(t);
+    expect(out.redactions.map((r) => r.shown)).to.include.members([A, B, C]);
+  });
+
   describe('inject lists (lib/credential-slots)', () => {
     for (const ok of [[], ['token'], ['X-Api-Key'], ['header:X-Api-Key', 'query:api_key', 'form:token', 'json:auth.key', 'json:a.b.c.d']]) {
       it(`valid: ${JSON.stringify(ok)}`, () => expect(injectRule(ok)).to.equal(null));
