@@ -246,6 +246,8 @@ class Forward implements Dispatcher.DispatchHandler {
   /** Bytes the declared Content-Length still expects; -1 when the answer is not length-delimited. */
   #remaining = -1;
   #corked = false;
+  /** The request went out on an upstream connection (the upstream may have acted on it). */
+  #dispatched = false;
 
   constructor(
     private readonly x: Exchange,
@@ -307,6 +309,7 @@ class Forward implements Dispatcher.DispatchHandler {
   onRequestStart(c: Dispatcher.DispatchController): void {
     this.controller = c;
     if (this.x.res.destroyed) c.abort(new Error('the agent closed the connection'));
+    else this.#dispatched = true;
   }
 
   onResponseStart(c: Dispatcher.DispatchController, statusCode: number, headers: IncomingHttpHeaders): void {
@@ -407,7 +410,7 @@ class Forward implements Dispatcher.DispatchHandler {
       return this.cutShort();
     }
     if (!this.#settle()) return;
-    const answered = x.res.destroyed ? x.agentGone() : x.refuse(upstreamError(err), x.entry.decision);
+    const answered = x.res.destroyed ? x.agentGone(this.#dispatched) : x.refuse(upstreamError(err), x.entry.decision);
     void answered.then(this.resolve);
   }
 
@@ -555,9 +558,13 @@ class Exchange {
     sendRefusal(this.req, this.res, committed ? r : AUDIT_DOWN);
   }
 
-  /** The agent went away before an answer reached it: nothing to send. */
-  async agentGone(): Promise<void> {
-    this.entry.reason = 'client_disconnected';
+  /**
+   * The agent went away before an answer reached it: nothing to send. When the request had
+   * already gone out upstream, the entry says so (`client_disconnected_after_forward`): the
+   * upstream may have acted on it (a held payment approved as the agent left).
+   */
+  async agentGone(forwarded = false): Promise<void> {
+    this.entry.reason = forwarded ? 'client_disconnected_after_forward' : 'client_disconnected';
     await this.finish(499);
   }
 

@@ -25,6 +25,7 @@ export interface AuditRecord {
   reason: string;
   status: number;
   upstream_status: number | null;
+  approval_id?: string | null;
   redacted?: boolean;
 }
 

@@ -288,7 +288,7 @@ describe('gateway proxy mechanics', function () {
       }
     });
 
-    it('the agent going away before the answer starts aborts the upstream request; audited 499 client_disconnected', async () => {
+    it('the agent going away before the answer starts aborts the upstream request; audited 499 client_disconnected_after_forward (the upstream had it)', async () => {
       let upstreamClosed = false;
       up.respond = (_req, res) => {
         res.on('close', () => (upstreamClosed = true)); // never answers
@@ -302,7 +302,7 @@ describe('gateway proxy mechanics', function () {
       for (let i = 0; i < 100 && !upstreamClosed; i++) await new Promise((res) => setTimeout(res, 10));
       expect(upstreamClosed, 'the upstream request was aborted').to.equal(true);
       await auditWritten();
-      expect(audit[0]).to.include({ status: 499, reason: 'client_disconnected', upstream_status: null });
+      expect(audit[0]).to.include({ status: 499, reason: 'client_disconnected_after_forward', upstream_status: null });
     });
 
     it('an upstream that dies mid-body: the agent gets a cut-off response, not a complete one; one audit entry', async () => {
