@@ -185,6 +185,7 @@ export async function startService(config: Readonly<Config>, log: Logger): Promi
     overrides: config.upstreamOverrides,
     allowPrivate: config.allowPrivateUpstreams,
     extraCa: upstreamCa,
+    headersTimeoutMs: config.upstreamTimeoutMs,
   });
   const ports: GatewayPorts = {
     egressAllows: async (id, host, port) => (await egress.effectiveEgress(id.environmentId))?.allows(host, port) ?? false,

@@ -22,6 +22,8 @@ export interface Config {
   testClock: boolean;
   /** GATEWAY_WEBHOOK_TIMEOUT_MS: deadline of one webhook delivery attempt (decisions.md: 10 s). */
   webhookTimeoutMs: number;
+  /** GATEWAY_UPSTREAM_TIMEOUT_MS: how long the gateway waits for an upstream's answer to start (then 504 upstream_timeout). */
+  upstreamTimeoutMs: number;
   /** Retention (docs/retention.md), in days. */
   retention: {
     /** GATEWAY_WEBHOOK_RETENTION_DAYS: webhook events that are over, with their delivery attempts (default 30). */
@@ -67,6 +69,7 @@ const schema = Joi.object({
   GATEWAY_ALLOW_PRIVATE_UPSTREAMS: bool.default(false),
   GATEWAY_TEST_CLOCK: bool.default(false),
   GATEWAY_WEBHOOK_TIMEOUT_MS: Joi.number().integer().min(100).max(60_000).default(10_000),
+  GATEWAY_UPSTREAM_TIMEOUT_MS: Joi.number().integer().min(100).max(600_000).default(60_000),
   GATEWAY_WEBHOOK_RETENTION_DAYS: days.default(30),
   GATEWAY_JOB_RETENTION_DAYS: days.default(7),
   GATEWAY_AUDIT_RETENTION_DAYS: days,
@@ -134,6 +137,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Readonly<Confi
     allowPrivateUpstreams: value.GATEWAY_ALLOW_PRIVATE_UPSTREAMS,
     testClock: value.GATEWAY_TEST_CLOCK,
     webhookTimeoutMs: value.GATEWAY_WEBHOOK_TIMEOUT_MS,
+    upstreamTimeoutMs: value.GATEWAY_UPSTREAM_TIMEOUT_MS,
     retention: Object.freeze({
       webhookDays: value.GATEWAY_WEBHOOK_RETENTION_DAYS,
       jobDays: value.GATEWAY_JOB_RETENTION_DAYS,

@@ -63,6 +63,32 @@ describe('egress guard connector (lib/egress-guard)', () => {
       expect(accepted).to.equal(0);
     });
 
+    it('DNS answers mixing public and private addresses: only the public ones are ever dialled, in either order (issue 10)', async () => {
+      // 198.51.100.7 is a public-form address nothing answers on here: the dial times out,
+      // and the private answer (this very listener) is never tried in its place.
+      for (const answers of [['127.0.0.1', '198.51.100.7'], ['198.51.100.7', '127.0.0.1'], ['10.0.0.1', '::1', '198.51.100.7', '169.254.169.254']]) {
+        const g = createEgressGuard({ allowPrivate: false, resolve: dns({ 'mixed.test': answers }) });
+        const agent = new Agent({ connect: g.connector({ timeout: 300 }) as never });
+        let outcome: string;
+        try {
+          const r = await request(`http://mixed.test:${port}/`, { dispatcher: agent });
+          outcome = String(r.statusCode);
+          await r.body.text();
+        } catch (err) {
+          outcome = String((err as { code?: string }).code ?? err);
+        } finally {
+          await agent.destroy();
+        }
+        expect(outcome, answers.join(',')).to.not.equal('204');
+        expect(accepted, answers.join(',')).to.equal(0);
+        // The precheck agrees: the name is usable (it has a public address), the private ones are not used.
+        expect(await g.check('mixed.test', port)).to.deep.equal({ ok: true });
+      }
+      // Only private answers: refused before any dial.
+      const g = createEgressGuard({ allowPrivate: false, resolve: dns({ 'inside.test': ['10.1.2.3', 'fd00::1', '127.0.0.1'] }) });
+      expect((await g.check('inside.test', port)).ok).to.equal(false);
+    });
+
     it('a failed lookup fails the connection (never treated as allowed)', async () => {
       expect(await get({ allowPrivate: false, resolve: dns({}) }, `http://gone.test:${port}/`)).to.equal('ENOTFOUND');
     });
