@@ -95,7 +95,7 @@ export async function startService(config: Readonly<Config>, log: Logger): Promi
   if (config.bootstrapApiKey) await accounts.ensureApiKey(DEFAULT_DEVELOPER_ID, config.bootstrapApiKey);
 
   const templates = createTemplatesService({ db, clock });
-  const proxyCredentials = createProxyCredentials({ db, keyring });
+  const proxyCredentials = createProxyCredentials({ db, keyring, now: () => clock.monotonicMs() });
   const environments = createEnvironmentsService({
     db, clock, keyring, templates, log,
     defaultAgentVersion: async (developerId) => (await accounts.getDeveloper(developerId))?.defaultAgentVersion ?? null,
@@ -106,7 +106,7 @@ export async function startService(config: Readonly<Config>, log: Logger): Promi
   });
   const wakeups = createWakeupsService({ db, clock });
   const schedules = createSchedulesService({ db, clock });
-  const gatewayCache = createGatewayCache({ db });
+  const gatewayCache = createGatewayCache({ db, now: () => clock.monotonicMs() });
   const secrets = createSecretsService({ db, clock, keyring, cache: gatewayCache });
   const egress = createEgressService({ db, clock, cache: gatewayCache });
   const audit = createAuditService({ db, clock, log });

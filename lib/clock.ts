@@ -12,6 +12,12 @@ export interface Clock {
   now(): Date;
   /** Service time minus wall time, in ms (0 unless a test clock was advanced). */
   offsetMs(): number;
+  /**
+   * Monotonic milliseconds (performance.now) plus the same offset: what the short-lived
+   * caches (proxy credentials, gateway snapshots, policies) measure their age with, so an
+   * advanced test clock ages them too instead of a test sleeping past their bound.
+   */
+  monotonicMs?(): number;
 }
 
 type Listener = (offsetMs: number) => void;
@@ -32,6 +38,10 @@ export class ServiceClock implements Clock {
 
   offsetMs(): number {
     return this.#offset;
+  }
+
+  monotonicMs(): number {
+    return performance.now() + this.#offset;
   }
 
   /** Moves service time forward. Throws on a negative or non-finite amount. */

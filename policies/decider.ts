@@ -66,7 +66,7 @@ interface Loading<G extends GrantLike> {
 export function createPolicyDecider<G extends GrantLike>(deps: PolicyDeciderDeps<G>) {
   const refreshMs = deps.refreshMs ?? DEFAULT_REFRESH_MS;
   const maxEntries = deps.maxEntries ?? DEFAULT_MAX_ENTRIES;
-  const mono = deps.monotonicMs ?? (() => performance.now());
+  const mono = deps.monotonicMs ?? (deps.clock.monotonicMs ? () => deps.clock.monotonicMs!() : () => performance.now());
   const entries = new Map<string, Entry<G>>();
   const loading = new Map<string, Loading<G>>();
   let loads = 0;

@@ -171,7 +171,9 @@ describe('webhook delivery survives a crash (kill -9 mid-delivery)', function ()
     hang = false;
     const second = await start(env);
     children.push(second);
-    await sleep(500);
+    // The signal that its sweep ran: an advance of 0 s runs every due job before it answers.
+    const swept = await fetch(`${second.apiUrl}/v1/test-clock/advance`, { method: 'POST', headers: auth, body: JSON.stringify({ seconds: 0 }) });
+    expect(swept.status).to.equal(200);
     expect(received).to.have.length(1);
 
     // 5. Past the lease (test clock): its sweep takes the event again and delivers it

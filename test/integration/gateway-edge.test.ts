@@ -398,8 +398,9 @@ describe('gateway fails closed when the store cannot be reached', function () {
       expect(await tunnel.read()).to.match(/^HTTP\/1\.1 200 /);
       await t.svc.db.destroy();
       storeDown = true;
-      // Past the 1 s bound of the snapshot cache: the allowlist lookup needs the store.
-      await new Promise((r) => setTimeout(r, 1100));
+      // Past the 1 s bound of the snapshot cache (the test clock ages it, no sleep): the
+      // allowlist lookup needs the store.
+      t.svc.clock.advance(1100);
       tunnel.tls.write('GET /socket HTTP/1.1\r\nHost: api.stripe.com\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n' +
         'Sec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n');
       const answer = await tunnel.read();
@@ -419,8 +420,9 @@ describe('gateway fails closed when the store cannot be reached', function () {
     await t.svc.db.destroy();
     storeDown = true;
     try {
-      // The proxy-credential, snapshot and policy caches are bounded by 1 s of real time.
-      await new Promise((r) => setTimeout(r, 1100));
+      // The proxy-credential, snapshot and policy caches are bounded by 1 s (of monotonic
+      // time plus the test clock's offset: advanced here instead of slept).
+      t.svc.clock.advance(1100);
       const { head, socket } = await rawConnect(gw, 'api.stripe.com:443');
       socket.destroy();
       expect(head).to.match(/^HTTP\/1\.1 503 /);

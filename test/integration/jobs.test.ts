@@ -69,9 +69,9 @@ describe('jobs: agenda on the knex store', function () {
     const job = await r.schedule('hello', clock.nowMs(), { who: 'world' });
     await r.start();
     await waitFor('the job to run', () => seen.length === 1);
-    await sleep(200);
-    expect(seen).to.deep.equal([{ data: { who: 'world' }, attempt: 1 }]);
+    // The runner is done with it (the signal), and it ran once.
     await waitFor('the lock to be released', async () => (await row(job.id)).locked_at == null);
+    expect(seen).to.deep.equal([{ data: { who: 'world' }, attempt: 1 }]);
     const after = await row(job.id);
     expect(after.next_run_at).to.equal(null);
     expect(after.last_finished_at).to.not.equal(null);
@@ -87,8 +87,7 @@ describe('jobs: agenda on the knex store', function () {
     const job = await r.schedule('later', clock.nowMs() + 2 * SECOND, {});
     expect(job.runAtMs).to.be.closeTo(clock.nowMs() + 2 * SECOND, 50);
     await r.start();
-    await sleep(300);
-    expect(runs).to.equal(0);
+    // runDue() is the signal: the runner looked for due jobs and found none.
     expect((await r.runDue()).ran).to.equal(0);
     expect(runs).to.equal(0);
 
@@ -175,7 +174,8 @@ describe('jobs: agenda on the knex store', function () {
     for (let i = 0; i < N; i++) await a.schedule('work', clock.nowMs(), i);
     await Promise.all([a.start(), b.start()]);
     await waitFor('every job to run', () => runs.length >= N, 10_000);
-    await sleep(300);
+    // Both runners are done with every job (nothing locked): only then count the runs.
+    await waitFor('every lock to be released', async () => (await rows()).every((j) => j.locked_at == null), 10_000);
     expect(runs).to.have.length(N);
     expect(new Set(runs.map((r) => r.data)).size).to.equal(N);
     const locked = (await rows()).filter((r) => r.locked_at != null);
@@ -192,8 +192,7 @@ describe('jobs: agenda on the knex store', function () {
     await first.stop();
     // Process down: the job is only written to the table.
     await first.schedule('mail', clock.nowMs(), { to: 'a@example.com' });
-    await sleep(200);
-    expect(runs).to.equal(0);
+    expect(runs).to.equal(0); // no runner is started: nothing can run it
 
     const second = runner();
     second.define('mail', () => {
@@ -205,15 +204,21 @@ describe('jobs: agenda on the knex store', function () {
 
   it('stop() waits for a running job and leaves nothing locked', async () => {
     let finished = false;
+    let release!: () => void;
+    const gate = new Promise<void>((resolve) => (release = resolve));
     const r = runner();
     r.define('slow', async () => {
-      await sleep(300);
+      await gate;
       finished = true;
     });
     const job = await r.schedule('slow', clock.nowMs(), null);
     await r.start();
     await waitFor('the job to start', async () => (await row(job.id)).last_run_at != null);
-    await r.stop();
+    // The job is still running when stop() is called; it finishes only afterwards.
+    const stopping = r.stop();
+    expect(finished).to.equal(false);
+    release();
+    await stopping;
     expect(finished).to.equal(true);
     expect((await row(job.id)).locked_at).to.equal(null);
   });

@@ -186,7 +186,8 @@ describe('gateway proxy mechanics', function () {
       dispatcher: agent(), method: 'POST', headers: { authorization: `Bearer ${PLACEHOLDER}`, 'content-type': 'application/x-www-form-urlencoded', 'x-service-session-id': 's1' },
       body: 'amount=500&currency=usd',
     });
-    await new Promise((r) => setTimeout(r, 100));
+    // The signal: the approval was asked for (the request is held).
+    while (approvals.length === 0) await new Promise((r) => setImmediate(r));
     expect(up.seen).to.have.length(0);
     expect(approvals).to.have.length(1);
     expect(approvals[0]).to.include({ connector: 'secret:STRIPE', category: 'pay', method: 'POST', host: 'api.stripe.com', path: '/v1/charges', session_id: 's1', max_scope: 'permanent' });
