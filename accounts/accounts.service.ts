@@ -1,5 +1,5 @@
 import type { Db } from '../store/db.js';
-import { isUniqueViolation } from '../store/db.js';
+import { isUniqueViolation, withTx } from '../store/db.js';
 import type { Clock } from '../lib/clock.js';
 import { iso } from '../lib/clock.js';
 import { newId } from '../lib/ids.js';
@@ -83,6 +83,34 @@ export function createAccountsService(deps: { db: Db; clock: Clock }) {
     }
   }
 
+  /**
+   * The first start's key (issue 10): when the store holds no API key at all (not even a
+   * revoked one: revoking every key and restarting must not mint a new one), creates one
+   * for the default developer and returns it, once; otherwise null. Race-safe across
+   * processes starting on one store: the default developer's row is locked (MySQL) or the
+   * write lock taken (SQLite, retried on SQLITE_BUSY) while the table is checked.
+   */
+  async function firstStartKey(): Promise<string | null> {
+    await ensureDeveloper();
+    for (let attempt = 1; ; attempt++) {
+      try {
+        return await withTx(db, async (trx) => {
+          await trx('developers').where({ id: DEFAULT_DEVELOPER_ID }).forUpdate().first('id');
+          if (await trx('api_keys').first('id')) return null;
+          const key = `sk_${randomHex(20)}`;
+          await accountsStore.insertKey(trx, {
+            id: newId('key'), developer_id: DEFAULT_DEVELOPER_ID, key_hash: sha256Hex(key), last4: key.slice(-4), label: 'first start',
+            created_at: clock.nowMs(), revoked_at: null,
+          });
+          return key;
+        });
+      } catch (err) {
+        const code = (err as { code?: string }).code ?? '';
+        if (attempt >= 5 || !/^(SQLITE_BUSY|ER_LOCK_DEADLOCK|ER_LOCK_WAIT_TIMEOUT)/.test(code)) throw err;
+      }
+    }
+  }
+
   /** The developer a bearer key belongs to, or null for a malformed, unknown or revoked key. */
   async function authenticate(key: string): Promise<Developer | null> {
     if (!KEY_FORMAT.test(key)) return null;
@@ -109,7 +137,7 @@ export function createAccountsService(deps: { db: Db; clock: Clock }) {
     return row ? developer(row) : null;
   }
 
-  return { ensureDeveloper, createApiKey, ensureApiKey, authenticate, listApiKeys, revokeApiKey, getDeveloper };
+  return { ensureDeveloper, createApiKey, ensureApiKey, firstStartKey, authenticate, listApiKeys, revokeApiKey, getDeveloper };
 }
 
 export type AccountsService = ReturnType<typeof createAccountsService>;

@@ -14,6 +14,21 @@ const USAGE = `usage: gateway <command>
   keys list             list API keys (ids and last four characters only)
   keys revoke <id>      revoke an API key`;
 
+/**
+ * The first start's API key, once, on stderr: never in the JSON log on stdout, which must
+ * stay free of secrets (log shippers keep it). Later starts find a key and print nothing.
+ */
+function printFirstKey(key: string, baseUrl: string): void {
+  process.stderr.write(
+    `\n  First start: no API key existed, so one was created for you. It is shown only now\n` +
+      `  (only its hash is stored); keep it somewhere safe:\n\n` +
+      `    ${key}\n\n` +
+      `  Try it:\n\n` +
+      `    curl -H 'Authorization: Bearer ${key}' ${baseUrl}/v1/environments\n\n` +
+      `  More keys: npm run keys -- create [label]   (set GATEWAY_BOOTSTRAP_API_KEY to choose your own)\n\n`,
+  );
+}
+
 async function main(argv: string[]): Promise<number> {
   const [command = 'start', ...rest] = argv;
   let config: Readonly<Config>;
@@ -30,6 +45,7 @@ async function main(argv: string[]): Promise<number> {
 
   if (command === 'start') {
     const svc = await startService(config, log);
+    if (svc.firstStartKey) printFirstKey(svc.firstStartKey, svc.baseUrl);
     log.info({ api_url: svc.apiUrl, proxy_url: svc.proxyUrl, base_url: svc.baseUrl }, 'ready');
     const stop = async (signal: string) => {
       log.info({ signal }, 'shutting down');

@@ -64,6 +64,8 @@ export interface RunningService {
   audit: AuditService;
   /** Every route of the management API, read from its routers. */
   routes: RouteInfo[];
+  /** The key created because the store had none (first start without GATEWAY_BOOTSTRAP_API_KEY); null otherwise. Never logged. */
+  firstStartKey: string | null;
   close(): Promise<void>;
 }
 
@@ -93,6 +95,8 @@ export async function startService(config: Readonly<Config>, log: Logger): Promi
   const accounts = createAccountsService({ db, clock });
   await accounts.ensureDeveloper();
   if (config.bootstrapApiKey) await accounts.ensureApiKey(DEFAULT_DEVELOPER_ID, config.bootstrapApiKey);
+  // A fresh store and no GATEWAY_BOOTSTRAP_API_KEY: a first key, shown once by `gateway start`.
+  const firstStartKey = config.bootstrapApiKey ? null : await accounts.firstStartKey();
 
   const templates = createTemplatesService({ db, clock });
   const proxyCredentials = createProxyCredentials({ db, keyring, now: () => clock.monotonicMs() });
@@ -246,6 +250,7 @@ export async function startService(config: Readonly<Config>, log: Logger): Promi
     policies,
     audit,
     routes: app.locals.routes as RouteInfo[],
+    firstStartKey,
     async close() {
       await new Promise<void>((resolve) => {
         apiServer.close(() => resolve());

@@ -6,17 +6,19 @@ import type { Knex } from 'knex';
 const MIGRATIONS_DIR = join(dirname(fileURLToPath(import.meta.url)), '..', 'migrations');
 
 /**
- * Every file in migrations/ named NNNN_<what>.ts, in name order. Loading them ourselves
- * (instead of knex's directory loader) keeps TypeScript ESM working under tsx.
+ * Every file in migrations/ named NNNN_<what>.ts (under tsx) or .js (compiled, dist/), in
+ * name order; the name knex records has no extension, so a store migrated by either runs
+ * the other without re-applying anything. Loading them ourselves (instead of knex's
+ * directory loader) keeps TypeScript ESM working under tsx.
  */
 class DirectoryMigrationSource implements Knex.MigrationSource<string> {
   async getMigrations(): Promise<string[]> {
     return readdirSync(MIGRATIONS_DIR)
-      .filter((f) => /^\d{4}_[a-z0-9_]+\.ts$/.test(f))
+      .filter((f) => /^\d{4}_[a-z0-9_]+\.(ts|js)$/.test(f))
       .sort();
   }
   getMigrationName(migration: string): string {
-    return migration.replace(/\.ts$/, '');
+    return migration.replace(/\.(ts|js)$/, '');
   }
   async getMigration(migration: string): Promise<Knex.Migration> {
     return import(pathToFileURL(join(MIGRATIONS_DIR, migration)).href) as Promise<Knex.Migration>;

@@ -1,6 +1,6 @@
 import { expect } from 'chai';
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { mkdtempSync, rmSync, existsSync, statSync } from 'node:fs';
+import { mkdtempSync, rmSync, existsSync, statSync, readdirSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { createInterface } from 'node:readline';
@@ -59,6 +59,105 @@ describe('the service as a process (npm start)', function () {
     } finally {
       expect(await stop(child)).to.equal(0);
     }
+  });
+
+  describe('`npm start`, the README\'s first command (issue 10)', () => {
+    /** `npm start` in the repository, in a process group of its own; resolves at the ready line. */
+    function npmStart(env: Record<string, string>): Promise<{ child: ChildProcess; ready: Record<string, unknown>; stdout: string[]; stderr: string[] }> {
+      const child = spawn('npm', ['start', '--silent'], { cwd: ROOT, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'], detached: true });
+      const stdout: string[] = [];
+      const stderr: string[] = [];
+      child.stderr!.on('data', (d) => stderr.push(String(d)));
+      return new Promise((res, rej) => {
+        const timer = setTimeout(() => rej(new Error(`no ready line: ${stdout.join('\n')} ${stderr.join('')}`)), 45_000);
+        child.once('exit', (code) => rej(new Error(`exited ${code}: ${stdout.join('\n')} ${stderr.join('')}`)));
+        createInterface({ input: child.stdout! }).on('line', (line) => {
+          stdout.push(line);
+          let rec: { msg?: string } = {};
+          try {
+            rec = JSON.parse(line);
+          } catch {
+            return; // every stdout line must be JSON: checked below
+          }
+          if (rec.msg === 'ready') {
+            clearTimeout(timer);
+            res({ child, ready: rec, stdout, stderr });
+          }
+        });
+      });
+    }
+    function stopGroup(child: ChildProcess): Promise<void> {
+      return new Promise((res) => {
+        child.once('exit', () => res());
+        process.kill(-child.pid!, 'SIGTERM');
+      });
+    }
+    /** The command lines of the process group: the service must run compiled, not under tsx. */
+    function groupCommands(pgid: number): string[] {
+      const out: string[] = [];
+      for (const pid of readdirSync('/proc').filter((p) => /^\d+$/.test(p))) {
+        try {
+          const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+          if (Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[2]) !== pgid) continue;
+          out.push(readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0').join(' '));
+        } catch {
+          // gone
+        }
+      }
+      return out;
+    }
+
+    it('a fresh store: runs compiled JavaScript, prints a usable first key and its curl line once on stderr, never in the JSON log; a restart prints none', async () => {
+      const db = freshDatabaseUrl();
+      const env = { API_PORT: '0', PROXY_PORT: '0', DATABASE_URL: db.url, DATA_DIR: join(dir, 'data'), GATEWAY_BOOTSTRAP_API_KEY: '', LOG_LEVEL: 'info' };
+      try {
+        const first = await npmStart(env);
+        let key: string;
+        try {
+          const err = first.stderr.join('');
+          key = /\b(sk_[0-9a-f]{40})\b/.exec(err)?.[1] ?? '';
+          expect(key, err).to.match(/^sk_[0-9a-f]{40}$/);
+          expect(err).to.include(`curl -H 'Authorization: Bearer ${key}' ${String(first.ready.api_url)}/v1/environments`);
+          const r = await fetch(`${first.ready.api_url}/v1/environments`, { headers: { authorization: `Bearer ${key}` } });
+          expect(r.status).to.equal(200);
+          for (const line of first.stdout) {
+            expect(() => JSON.parse(line), line).to.not.throw();
+            expect(line).to.not.include(key);
+          }
+          const commands = groupCommands(first.child.pid!);
+          expect(commands.some((c) => c.includes('dist/bin/gateway.js start')), commands.join('\n')).to.equal(true);
+          expect(commands.some((c) => /tsx/.test(c)), commands.join('\n')).to.equal(false);
+        } finally {
+          await stopGroup(first.child);
+        }
+        const second = await npmStart(env);
+        try {
+          expect(second.stderr.join('')).to.not.match(/sk_[0-9a-f]{40}/);
+          const r = await fetch(`${second.ready.api_url}/v1/environments`, { headers: { authorization: `Bearer ${key}` } });
+          expect(r.status).to.equal(200);
+        } finally {
+          await stopGroup(second.child);
+        }
+      } finally {
+        await db.drop();
+      }
+    });
+
+    it('with GATEWAY_BOOTSTRAP_API_KEY set, nothing is printed', async () => {
+      const db = freshDatabaseUrl();
+      const key = `sk_${'cd'.repeat(20)}`;
+      try {
+        const s = await npmStart({ API_PORT: '0', PROXY_PORT: '0', DATABASE_URL: db.url, DATA_DIR: join(dir, 'data'), GATEWAY_BOOTSTRAP_API_KEY: key });
+        try {
+          expect(s.stderr.join('')).to.not.match(/sk_[0-9a-f]{40}/);
+          expect((await fetch(`${s.ready.api_url}/v1/environments`, { headers: { authorization: `Bearer ${key}` } })).status).to.equal(200);
+        } finally {
+          await stopGroup(s.child);
+        }
+      } finally {
+        await db.drop();
+      }
+    });
   });
 
   it('exits 1 naming the variable when the configuration is bad', () => {
