@@ -5,7 +5,7 @@
  * and nothing else's: the load generator, the upstream and the proxy share two cores.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { openSync, closeSync } from 'node:fs';
+import { openSync, closeSync, existsSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import path from 'node:path';
 
@@ -69,11 +69,15 @@ const here = path.dirname(fileURLToPath(import.meta.url));
 export async function startChild<I = Record<string, any>>(
   name: string,
   file: string,
-  opts: { env?: Record<string, string>; nodeArgs?: string[]; logFile: string; readyTimeoutMs?: number; root?: string },
+  opts: { env?: Record<string, string>; nodeArgs?: string[]; logFile: string; readyTimeoutMs?: number; root?: string; compiled?: boolean },
 ): Promise<Child<I>> {
   const fd = openSync(opts.logFile, 'a');
   const root = opts.root ?? path.resolve(here, '..', '..');
-  const proc: ChildProcess = spawn(process.execPath, [...(opts.nodeArgs ?? []), '--import', 'tsx', path.join(root, 'bench', 'gateway', file)], {
+  // Compiled (what `npm start` runs: dist/, no tsx and its per-closure __name wrappers) when
+  // asked for and built in that checkout; else the sources under tsx.
+  const built = path.join(root, 'dist', 'bench', 'gateway', file.replace(/\.ts$/, '.js'));
+  const entry = opts.compiled && existsSync(built) ? [built] : ['--import', 'tsx', path.join(root, 'bench', 'gateway', file)];
+  const proc: ChildProcess = spawn(process.execPath, [...(opts.nodeArgs ?? []), ...entry], {
     cwd: root,
     env: { ...process.env, ...opts.env },
     stdio: ['ignore', fd, fd, 'ipc'],

@@ -41,11 +41,14 @@
  *   --gateway-db    BENCH_GATEWAY_DB   mysql://user:pass@host:port/name: the gateway's store is MySQL (a
  *                                      database name_<random> made for the run and dropped after);
  *                                      default SQLite in the temp dir, as `npm start`
+ *   --compiled      BENCH_COMPILED     1 (default): the gateway runs from dist/ as `npm start` runs it
+ *                                      (built first when stale); 0: its sources under tsx
  *   --compare       BENCH_COMPARE      another checkout of this repository: its gateway runs too,
  *                                      as target gateway-b, interleaved with ours (A/B of a change)
  */
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync, readFileSync, existsSync, statSync } from 'node:fs';
 import { tmpdir, cpus } from 'node:os';
+import { execFileSync } from 'node:child_process';
 import path from 'node:path';
 import { createSecureContext, type SecureContext } from 'node:tls';
 import { Agent, ProxyAgent, type Dispatcher } from 'undici';
@@ -66,6 +69,8 @@ const CONCURRENCY = Number(option('concurrency', 'BENCH_CONCURRENCY', '16'));
 const HOLD = Number(option('hold', 'BENCH_HOLD', '10000'));
 const TARGETS = option('targets', 'BENCH_TARGETS', 'direct,raw,raw-ka,gateway').split(',').filter(Boolean);
 const LOADS = option('loads', 'BENCH_LOADS', 'small,large,post').split(',').filter(Boolean);
+/** The gateway runs compiled (dist/, as `npm start` runs it; built first when stale) unless --compiled=0. */
+const COMPILED = option('compiled', 'BENCH_COMPILED', '1') !== '0';
 const MODES = option('modes', 'BENCH_MODES', 'keepalive,fresh').split(',').filter(Boolean);
 const PROFILE = option('profile', 'BENCH_PROFILE', '');
 const JSON_OUT = option('json', 'BENCH_JSON', '');
@@ -289,6 +294,14 @@ async function main(): Promise<void> {
   const started = performance.now();
   const want = (t: string) => TARGETS.includes(t);
   note(`temp dir ${dir}`);
+  if (COMPILED) {
+    // dist/ as `npm start` has it (a checkout compared with --compare is built by its own script, if it has one).
+    for (const root of [path.resolve(import.meta.dirname, '..', '..'), ...(COMPARE ? [path.resolve(COMPARE)] : [])]) {
+      const script = path.join(root, 'bin', 'build-if-stale.mjs');
+      if (existsSync(script)) execFileSync(process.execPath, [script], { cwd: root, stdio: 'inherit' });
+    }
+    note('the gateway runs compiled (dist/); --compiled=0 runs its sources under tsx');
+  }
 
   const upstream = await startChild<{ port: number; caFile: string; caPem: string }>('upstream', 'upstream.child.ts', {
     env: { BENCH_DIR: dir, BENCH_REAL_KEY: REAL_KEY }, logFile: path.join(dir, 'upstream.log'),
@@ -304,6 +317,7 @@ async function main(): Promise<void> {
     env: { BENCH_DIR: dir, BENCH_KEEP_ALIVE: '1', NODE_EXTRA_CA_CERTS: upstream.info.caFile }, logFile: path.join(dir, 'raw-ka.log'),
   }));
   if (want('gateway') || HOLD > 0) starting.push(startChild('gateway', 'gateway.child.ts', {
+    compiled: COMPILED,
     env: {
       BENCH_DIR: dir, BENCH_UPSTREAM_PORT: String(upstream.info.port), BENCH_UPSTREAM_CA_FILE: upstream.info.caFile,
       ...(gatewayDbUrl ? { BENCH_GATEWAY_DATABASE_URL: gatewayDbUrl } : {}),
@@ -314,6 +328,7 @@ async function main(): Promise<void> {
   if (COMPARE) mkdirSync(path.join(dir, 'b'));
   if (COMPARE) starting.push(startChild('gateway-b', 'gateway.child.ts', {
     root: path.resolve(COMPARE),
+    compiled: COMPILED,
     env: { BENCH_DIR: path.join(dir, 'b'), BENCH_UPSTREAM_PORT: String(upstream.info.port), BENCH_UPSTREAM_CA_FILE: upstream.info.caFile },
     logFile: path.join(dir, 'gateway-b.log'),
   }));
