@@ -174,9 +174,7 @@ export async function startGatewayProxy(opts: GatewayProxyOptions): Promise<{ po
           socket.destroy();
           return;
         }
-        let lines = `HTTP/1.1 ${upRes.statusCode} ${upRes.statusMessage}\r\n`;
-        for (let i = 0; i < upRes.rawHeaders.length; i += 2) lines += `${upRes.rawHeaders[i]}: ${upRes.rawHeaders[i + 1]}\r\n`;
-        socket.write(`${lines}\r\n`);
+        socket.write(headOf(upRes));
         if (upHead.length) socket.write(upHead);
         if (head.length) upSocket.write(head);
         upSocket.pipe(socket).pipe(upSocket);
@@ -194,9 +192,7 @@ export async function startGatewayProxy(opts: GatewayProxyOptions): Promise<{ po
           socket.destroy();
           return;
         }
-        let lines = `HTTP/1.1 ${upRes.statusCode} ${upRes.statusMessage}\r\n`;
-        for (let i = 0; i < upRes.rawHeaders.length; i += 2) lines += `${upRes.rawHeaders[i]}: ${upRes.rawHeaders[i + 1]}\r\n`;
-        socket.write(`${lines}\r\n`);
+        socket.write(headOf(upRes));
         upRes.pipe(socket);
       });
     });
@@ -206,6 +202,13 @@ export async function startGatewayProxy(opts: GatewayProxyOptions): Promise<{ po
       void done(refused ? 403 : 502, refused ? 'deny' : 'allow', r.code).then((committed) => refuseSocket(socket, committed ? r : AUDIT_DOWN));
     });
     upReq.end();
+  }
+
+  /** The upstream's status line and headers, as it sent them, for relaying on the raw socket. */
+  function headOf(upRes: IncomingMessage): string {
+    let lines = `HTTP/1.1 ${upRes.statusCode} ${upRes.statusMessage}\r\n`;
+    for (let i = 0; i < upRes.rawHeaders.length; i += 2) lines += `${upRes.rawHeaders[i]}: ${upRes.rawHeaders[i + 1]}\r\n`;
+    return `${lines}\r\n`;
   }
 
   /** Tunnel sockets destroy themselves on error; one function for all, no closure per tunnel. */

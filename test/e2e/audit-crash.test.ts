@@ -5,63 +5,16 @@
  * answer a client received in full has its entry, and the chain verifies.
  */
 import { expect } from 'chai';
-import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { createInterface } from 'node:readline';
 import { randomBytes } from 'node:crypto';
 import { request } from 'undici';
 import { freshDatabaseUrl } from '../helpers/db.js';
 import { client, type ApiClient } from '../helpers/service.js';
-import { ROOT, TSX, GATEWAY } from '../helpers/child-service.js';
+import { killGroup, startChildService, type ChildService } from '../helpers/child-service.js';
 import { startFakeUpstream, type FakeUpstream } from '../helpers/upstream.js';
 import { proxyAgent } from '../helpers/proxy-client.js';
-
-interface Child {
-  child: ChildProcess;
-  apiUrl: string;
-  exited: Promise<number | null>;
-}
-
-/** The service in a process group of its own, so SIGKILL takes tsx and the service together, as a crash would. */
-function start(env: Record<string, string>): Promise<Child> {
-  const child = spawn(TSX, [GATEWAY, 'start'], { cwd: ROOT, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'], detached: true });
-  const lines: string[] = [];
-  const exited = new Promise<number | null>((r) => child.once('exit', (code) => r(code)));
-  return new Promise((res, rej) => {
-    const timer = setTimeout(() => {
-      killGroup(child);
-      rej(new Error(`no ready line: ${lines.join('\n')}`));
-    }, 20_000);
-    void exited.then((code) => {
-      clearTimeout(timer);
-      rej(new Error(`exited ${code} before ready: ${lines.join('\n')}`));
-    });
-    createInterface({ input: child.stdout! }).on('line', (line) => {
-      lines.push(line);
-      let rec: { msg?: string; api_url?: string } | null = null;
-      try {
-        rec = JSON.parse(line);
-      } catch {
-        return;
-      }
-      if (rec?.msg === 'ready') {
-        clearTimeout(timer);
-        res({ child, apiUrl: rec.api_url!, exited });
-      }
-    });
-    child.stderr!.on('data', (d) => lines.push(String(d)));
-  });
-}
-
-function killGroup(child: ChildProcess, signal: NodeJS.Signals = 'SIGKILL'): void {
-  try {
-    process.kill(-child.pid!, signal);
-  } catch {
-    // already gone
-  }
-}
 
 describe('audit across a crash: kill -9 under 32 concurrent agents (issue 10)', function () {
   this.timeout(90_000);
@@ -69,7 +22,8 @@ describe('audit across a crash: kill -9 under 32 concurrent agents (issue 10)', 
   let up: FakeUpstream;
   let db: { url: string; drop(): Promise<void> };
   let env: Record<string, string>;
-  let running: Child | null = null;
+  let running: ChildService | null = null;
+  const start = (env: Record<string, string>) => startChildService(env, { detached: true });
 
   before(async () => {
     dir = mkdtempSync(join(tmpdir(), 'gw-audit-crash-'));
@@ -104,7 +58,7 @@ describe('audit across a crash: kill -9 under 32 concurrent agents (issue 10)', 
 
   it('every answer received in full has its entry after the restart, and the chain verifies', async () => {
     running = await start(env);
-    let api: ApiClient = client(running.apiUrl, env.GATEWAY_BOOTSTRAP_API_KEY!);
+    let api: ApiClient = client(running.ready.api_url, env.GATEWAY_BOOTSTRAP_API_KEY!);
     const created = await api.post('/v1/environments', { end_user_id: 'crash-agent', egress_allow: ['api.example.com'] });
     expect(created.status, created.text).to.equal(201);
     const envId: string = created.body.id;
@@ -140,7 +94,7 @@ describe('audit across a crash: kill -9 under 32 concurrent agents (issue 10)', 
     expect(failed, 'in-flight requests were cut by the crash').to.be.greaterThan(0);
 
     running = await start(env);
-    api = client(running.apiUrl, env.GATEWAY_BOOTSTRAP_API_KEY!);
+    api = client(running.ready.api_url, env.GATEWAY_BOOTSTRAP_API_KEY!);
     const logged = new Set<string>();
     let after: string | null = null;
     for (;;) {

@@ -14,14 +14,26 @@ export interface ChildService {
   lines: string[];
   /** SIGTERM, resolves with the exit code. */
   stop(): Promise<number | null>;
+  /** Resolves with the exit code once the process exits. */
+  exited: Promise<number | null>;
+}
+
+/** SIGKILL to a detached child's whole process group (tsx and the service, as a crash would take them). */
+export function killGroup(child: ChildProcess, signal: NodeJS.Signals = 'SIGKILL'): void {
+  try {
+    process.kill(-child.pid!, signal);
+  } catch {
+    // already gone
+  }
 }
 
 /**
  * Starts `gateway start` exactly as `npm start` does (`tsx bin/gateway.ts start`) with the
  * given environment on top of this process's, and resolves once it logged its ready line.
  */
-export function startChildService(env: Record<string, string>, opts: { cwd?: string; timeoutMs?: number } = {}): Promise<ChildService> {
-  const child = spawn(TSX, [GATEWAY, 'start'], { cwd: opts.cwd ?? ROOT, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+export function startChildService(env: Record<string, string>, opts: { cwd?: string; timeoutMs?: number; detached?: boolean } = {}): Promise<ChildService> {
+  // detached: a process group of its own, for killGroup (tsx runs the service in a child node process).
+  const child = spawn(TSX, [GATEWAY, 'start'], { cwd: opts.cwd ?? ROOT, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'], detached: opts.detached ?? false });
   const lines: string[] = [];
   let exited: number | null | undefined;
   const exit = new Promise<number | null>((r) => child.once('exit', (code) => r((exited = code))));
@@ -49,7 +61,7 @@ export function startChildService(env: Record<string, string>, opts: { cwd?: str
       }
       if (rec?.msg === 'ready') {
         clearTimeout(timer);
-        res({ child, ready: rec as ChildService['ready'], lines, stop });
+        res({ child, ready: rec as ChildService['ready'], lines, stop, exited: exit });
       }
     });
     child.stderr!.on('data', (d) => lines.push(String(d)));
