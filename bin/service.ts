@@ -83,6 +83,23 @@ function urlHost(host: string): string {
   return host.includes(':') ? `[${host}]` : host;
 }
 
+/**
+ * A request Node's parser refuses before Express sees it (an unknown method, a malformed
+ * request line or header, headers over 16 KiB): answered like every other error of the API,
+ * JSON `{error, message}` with 400 `invalid_request`, instead of Node's bare 400.
+ */
+function answerUnparsable(err: Error & { code?: string }, socket: import('node:stream').Duplex): void {
+  if (!socket.writable || err.code === 'ECONNRESET') {
+    socket.destroy();
+    return;
+  }
+  const body = JSON.stringify({
+    error: 'invalid_request',
+    message: err.code === 'HPE_HEADER_OVERFLOW' ? 'the request headers are too large' : 'the request could not be parsed as HTTP/1.1',
+  });
+  socket.end(`HTTP/1.1 400 Bad Request\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\nCache-Control: no-store\r\nConnection: close\r\n\r\n${body}`);
+}
+
 /** The composition root: builds every part from the config and starts it in this process. */
 export async function startService(config: Readonly<Config>, log: Logger): Promise<RunningService> {
   mkdirSync(config.dataDir, { recursive: true });
@@ -226,6 +243,7 @@ export async function startService(config: Readonly<Config>, log: Logger): Promi
   const app = createApp({ log, accounts, routers, publicRouters: [decisionRouter({ approvals, accounts })] });
 
   const apiServer = createServer(app);
+  apiServer.on('clientError', answerUnparsable);
   const apiPort = await listen(apiServer, config.host, config.apiPort);
   const apiUrl = `http://${urlHost(config.host)}:${apiPort}`;
   const baseUrl = config.baseUrl ?? apiUrl;

@@ -168,6 +168,32 @@ describe('API fuzz: every route of the router (issue 10)', () => {
     }
   });
 
+  it('requests Node\'s own parser refuses (unknown method, bad request line, bad header, huge headers): 400 with the JSON error body', async () => {
+    const { connect } = await import('node:net');
+    const u = new URL(t.url);
+    const exchange = (text: string) => new Promise<string>((resolve) => {
+      const socket = connect(Number(u.port), u.hostname, () => socket.end(text));
+      let got = '';
+      socket.on('data', (d) => (got += d));
+      socket.on('close', () => resolve(got));
+      socket.on('error', () => resolve(got));
+    });
+    for (const text of [
+      'FOO /v1/environments HTTP/1.1\r\nHost: x\r\n\r\n',
+      'GET /v1/environments HTTP/9.9\r\nHost: x\r\n\r\n',
+      'GET /v1/environments HTTP/1.1\r\nBad Header: x\r\n\r\n',
+      `GET /v1/environments HTTP/1.1\r\nHost: x\r\nX-Big: ${'b'.repeat(20_000)}\r\n\r\n`,
+      'GARBAGE\r\n\r\n',
+    ]) {
+      const answer = await exchange(text);
+      expect(answer, text.slice(0, 40)).to.match(/^HTTP\/1\.1 400 /);
+      const body = JSON.parse(answer.slice(answer.indexOf('\r\n\r\n') + 4)) as { error: string; message: string };
+      expect(body.error).to.equal('invalid_request');
+      expect(body.message).to.be.a('string').and.not.empty;
+    }
+    expect((await raw(t.url, 'GET', '/v1/environments', auth)).status).to.equal(200);
+  });
+
   describe('bodiless operations (issue 10, item 2)', () => {
     it('an empty body with Content-Type: application/json is no body: same answer as without the header', async () => {
       const bodiless = t.svc.routes.filter((r) => r.bodiless && !r.public);
