@@ -35,6 +35,9 @@ import { approvalsRouter, decisionRouter } from '../api/routes/approvals.js';
 import { createAuditService, type AuditService } from '../audit/audit.service.js';
 import { auditRouter } from '../api/routes/audit.js';
 import { gatewayRouter } from '../api/routes/gateway.js';
+import { connectionsRouter } from '../api/routes/connections.js';
+import { createOAuthClientsService } from '../connections/oauth-clients.service.js';
+import { PROVIDERS, type PlatformApp, type Provider } from '../connections/providers.js';
 import { loadOrCreateCa } from '../certs/ca.js';
 import { createLeafIssuer } from '../certs/leaf.js';
 import { createSniCallback, prepareMitmCaDir } from '../certs/mitm.js';
@@ -240,6 +243,13 @@ export async function startService(config: Readonly<Config>, log: Logger): Promi
   if (config.testClock) routers.push(testClockRouter({ clock, runDue }));
   routers.push(policiesRouter({ policies }), approvalsRouter({ approvals }));
   routers.push(auditRouter({ audit }));
+  const platformApps: Partial<Record<Provider, PlatformApp>> = {};
+  for (const p of PROVIDERS) {
+    const c = config[p];
+    if (c.clientId && c.clientSecret) platformApps[p] = { clientId: c.clientId, clientSecret: c.clientSecret };
+  }
+  const oauthClients = createOAuthClientsService({ db, clock, keyring, baseUrl: () => approvalsBaseUrl, platformApps });
+  routers.push(connectionsRouter({ oauthClients }));
   const app = createApp({ log, accounts, routers, publicRouters: [decisionRouter({ approvals, accounts })] });
 
   const apiServer = createServer(app);
