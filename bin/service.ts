@@ -37,6 +37,7 @@ import { auditRouter } from '../api/routes/audit.js';
 import { gatewayRouter } from '../api/routes/gateway.js';
 import { connectionsRouter } from '../api/routes/connections.js';
 import { createOAuthClientsService } from '../connections/oauth-clients.service.js';
+import { createAuthorizer } from '../connections/authorize.js';
 import { PROVIDERS, type PlatformApp, type Provider } from '../connections/providers.js';
 import { loadOrCreateCa } from '../certs/ca.js';
 import { createLeafIssuer } from '../certs/leaf.js';
@@ -134,15 +135,29 @@ export async function startService(config: Readonly<Config>, log: Logger): Promi
   const secrets = createSecretsService({ db, clock, keyring, cache: gatewayCache });
   const egress = createEgressService({ db, clock, cache: gatewayCache });
   const audit = createAuditService({ db, clock, log });
+  // BASE_URL, or the API's own URL once it listens (decision_url, redirect_uri).
+  let publicBaseUrl = config.baseUrl ?? '';
+
+  // Connections (issue 11): the developer's OAuth apps, else the platform's; authorization links.
+  const platformApps: Partial<Record<Provider, PlatformApp>> = {};
+  for (const p of PROVIDERS) {
+    const c = config[p];
+    if (c.clientId && c.clientSecret) platformApps[p] = { clientId: c.clientId, clientSecret: c.clientSecret };
+  }
+  const oauthClients = createOAuthClientsService({ db, clock, keyring, baseUrl: () => publicBaseUrl, platformApps });
+  const authorizer = createAuthorizer({
+    db, clock, keyring, oauthClients,
+    endpoints: { google: config.google, slack: config.slack },
+  });
+
   const webhookEndpoints = createWebhookEndpointsService({ db, clock, keyring, allowPrivateDestinations: config.allowPrivateUpstreams });
 
   // Policies and approvals point at each other through closures: a grant write (approvals)
   // drops the environment's cached policy (policies' decider). decision_url needs the base
   // URL, known once the API listens (set below).
-  let approvalsBaseUrl = config.baseUrl ?? '';
   const approvals = createApprovalsService({
     db, clock, log,
-    baseUrl: () => approvalsBaseUrl,
+    baseUrl: () => publicBaseUrl,
     signingSecrets: (developerId) => webhookEndpoints.signingSecrets(developerId),
     onGrantsChanged: (developerId, environmentId) => policies.decider.invalidate(developerId, environmentId),
   });
@@ -190,7 +205,7 @@ export async function startService(config: Readonly<Config>, log: Logger): Promi
       jobs: (before, o) => jobs.pruneFinished(before, o),
       wakeups: (before, o) => wakeups.prune(before, o),
       audit: (before, o) => audit.prune(before, o),
-      // authorizationStates: the OAuth states of connections/ (a later issue) plug in here.
+      authorizationStates: (before, o) => authorizer.prune(before, o),
     },
     windows: config.retention,
     clock,
@@ -243,13 +258,7 @@ export async function startService(config: Readonly<Config>, log: Logger): Promi
   if (config.testClock) routers.push(testClockRouter({ clock, runDue }));
   routers.push(policiesRouter({ policies }), approvalsRouter({ approvals }));
   routers.push(auditRouter({ audit }));
-  const platformApps: Partial<Record<Provider, PlatformApp>> = {};
-  for (const p of PROVIDERS) {
-    const c = config[p];
-    if (c.clientId && c.clientSecret) platformApps[p] = { clientId: c.clientId, clientSecret: c.clientSecret };
-  }
-  const oauthClients = createOAuthClientsService({ db, clock, keyring, baseUrl: () => approvalsBaseUrl, platformApps });
-  routers.push(connectionsRouter({ oauthClients }));
+  routers.push(connectionsRouter({ oauthClients, authorizer }));
   const app = createApp({ log, accounts, routers, publicRouters: [decisionRouter({ approvals, accounts })] });
 
   const apiServer = createServer(app);
@@ -257,7 +266,7 @@ export async function startService(config: Readonly<Config>, log: Logger): Promi
   const apiPort = await listen(apiServer, config.host, config.apiPort);
   const apiUrl = `http://${urlHost(config.host)}:${apiPort}`;
   const baseUrl = config.baseUrl ?? apiUrl;
-  approvalsBaseUrl = baseUrl;
+  publicBaseUrl = baseUrl;
   const base = new URL(baseUrl);
   upstream.guard.forbidPort(apiPort);
   for (const [h, p] of [[config.host, apiPort], ['localhost', apiPort], ['127.0.0.1', apiPort], [base.hostname, Number(base.port) || (base.protocol === 'https:' ? 443 : 80)]] as const) {
