@@ -35,9 +35,13 @@ import { approvalsRouter, decisionRouter } from '../api/routes/approvals.js';
 import { createAuditService, type AuditService } from '../audit/audit.service.js';
 import { auditRouter } from '../api/routes/audit.js';
 import { gatewayRouter } from '../api/routes/gateway.js';
-import { connectionsRouter } from '../api/routes/connections.js';
+import { connectionsRouter, oauthCallbackRouter } from '../api/routes/connections.js';
 import { createOAuthClientsService } from '../connections/oauth-clients.service.js';
 import { createAuthorizer } from '../connections/authorize.js';
+import { createCallbackHandler } from '../connections/callback.js';
+import { Agent } from 'undici';
+import { createEgressGuard } from '../lib/egress-guard.js';
+import { upstreamSecureContext } from '../lib/upstream-trust.js';
 import { PROVIDERS, type PlatformApp, type Provider } from '../connections/providers.js';
 import { loadOrCreateCa } from '../certs/ca.js';
 import { createLeafIssuer } from '../certs/leaf.js';
@@ -103,6 +107,9 @@ function answerUnparsable(err: Error & { code?: string }, socket: import('node:s
   });
   socket.end(`HTTP/1.1 400 Bad Request\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\nCache-Control: no-store\r\nConnection: close\r\n\r\n${body}`);
 }
+
+/** Deadline of one OAuth token call (exchange, refresh, revoke). */
+const OAUTH_TIMEOUT_MS = 10_000;
 
 /** The composition root: builds every part from the config and starts it in this process. */
 export async function startService(config: Readonly<Config>, log: Logger): Promise<RunningService> {
@@ -259,7 +266,15 @@ export async function startService(config: Readonly<Config>, log: Logger): Promi
   routers.push(policiesRouter({ policies }), approvalsRouter({ approvals }));
   routers.push(auditRouter({ audit }));
   routers.push(connectionsRouter({ oauthClients, authorizer }));
-  const app = createApp({ log, accounts, routers, publicRouters: [decisionRouter({ approvals, accounts })] });
+  // OAuth token calls go through the egress guard like every outbound connection (issue 9).
+  const oauthHttp = new Agent({
+    connect: createEgressGuard({ allowPrivate: config.allowPrivateUpstreams, overrides: config.upstreamOverrides })
+      .connector({ timeout: OAUTH_TIMEOUT_MS, secureContext: upstreamSecureContext(upstreamCa) }) as never,
+  });
+  const callback = createCallbackHandler({
+    db, clock, keyring, log, http: oauthHttp, oauthClients, endpoints: { google: config.google, slack: config.slack }, timeoutMs: OAUTH_TIMEOUT_MS,
+  });
+  const app = createApp({ log, accounts, routers, publicRouters: [decisionRouter({ approvals, accounts }), oauthCallbackRouter({ callback })] });
 
   const apiServer = createServer(app);
   apiServer.on('clientError', answerUnparsable);
@@ -295,6 +310,7 @@ export async function startService(config: Readonly<Config>, log: Logger): Promi
       });
       await proxy.close();
       await upstream.close();
+      await oauthHttp.close();
       await webhookDelivery.close();
       await jobs.stop();
       approvals.close();

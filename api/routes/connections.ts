@@ -1,6 +1,7 @@
 import { Router } from 'express';
 import type { OAuthClientsService } from '../../connections/oauth-clients.service.js';
 import type { Authorizer, AuthorizeInput } from '../../connections/authorize.js';
+import type { CallbackHandler } from '../../connections/callback.js';
 import { developerOf } from '../middleware/auth.js';
 import { requireJson } from '../middleware/json-body.js';
 import { validateBody } from '../validation.js';
@@ -29,5 +30,33 @@ export function connectionsRouter(deps: { oauthClients: OAuthClientsService; aut
     res.status(201).json(await authorizer.authorize(developerOf(req).id, body));
   });
 
+  return r;
+}
+
+const escapeHtml = (s: string): string => s.replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);
+
+/**
+ * GET /v1/oauth/{provider}/callback: public (the provider sends the end user's browser here;
+ * the one-time state is the credential). A redirect to the developer's return_url, or a
+ * small page of its own for a missing, unknown, expired or used state (400). No caching,
+ * no referrer (the URL carries the code), nothing loaded from anywhere.
+ */
+export function oauthCallbackRouter(deps: { callback: CallbackHandler }): Router {
+  const r = Router();
+  r.get('/oauth/:provider/callback', async (req, res) => {
+    const out = await deps.callback.handle(String(req.params.provider), req.query as Record<string, unknown>);
+    res.setHeader('Cache-Control', 'no-store');
+    res.setHeader('Referrer-Policy', 'no-referrer');
+    if (out.kind === 'redirect') {
+      res.redirect(302, out.location);
+      return;
+    }
+    res.setHeader('Content-Security-Policy', "default-src 'none'; style-src 'unsafe-inline'");
+    res.status(out.status).type('html').send(
+      `<!doctype html><html lang="en"><head><meta charset="utf-8"><title>${escapeHtml(out.title)}</title>` +
+        '<style>body{font:16px/1.5 system-ui,sans-serif;max-width:36em;margin:4em auto;padding:0 1em;color:#222}</style></head>' +
+        `<body><h1>${escapeHtml(out.title)}</h1><p>${escapeHtml(out.text)}</p></body></html>`,
+    );
+  });
   return r;
 }
