@@ -39,6 +39,7 @@ import { connectionsRouter, oauthCallbackRouter } from '../api/routes/connection
 import { createOAuthClientsService } from '../connections/oauth-clients.service.js';
 import { createAuthorizer } from '../connections/authorize.js';
 import { createCallbackHandler } from '../connections/callback.js';
+import { createConnectionsService } from '../connections/connections.service.js';
 import { Agent } from 'undici';
 import { createEgressGuard } from '../lib/egress-guard.js';
 import { upstreamSecureContext } from '../lib/upstream-trust.js';
@@ -265,15 +266,18 @@ export async function startService(config: Readonly<Config>, log: Logger): Promi
   if (config.testClock) routers.push(testClockRouter({ clock, runDue }));
   routers.push(policiesRouter({ policies }), approvalsRouter({ approvals }));
   routers.push(auditRouter({ audit }));
-  routers.push(connectionsRouter({ oauthClients, authorizer }));
   // OAuth token calls go through the egress guard like every outbound connection (issue 9).
   const oauthHttp = new Agent({
     connect: createEgressGuard({ allowPrivate: config.allowPrivateUpstreams, overrides: config.upstreamOverrides })
       .connector({ timeout: OAUTH_TIMEOUT_MS, secureContext: upstreamSecureContext(upstreamCa) }) as never,
   });
+  const connections = createConnectionsService({
+    db, clock, keyring, log, http: oauthHttp, endpoints: { google: config.google, slack: config.slack }, timeoutMs: OAUTH_TIMEOUT_MS,
+  });
   const callback = createCallbackHandler({
     db, clock, keyring, log, http: oauthHttp, oauthClients, endpoints: { google: config.google, slack: config.slack }, timeoutMs: OAUTH_TIMEOUT_MS,
   });
+  routers.push(connectionsRouter({ oauthClients, authorizer, connections }));
   const app = createApp({ log, accounts, routers, publicRouters: [decisionRouter({ approvals, accounts }), oauthCallbackRouter({ callback })] });
 
   const apiServer = createServer(app);

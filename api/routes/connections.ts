@@ -2,6 +2,9 @@ import { Router } from 'express';
 import type { OAuthClientsService } from '../../connections/oauth-clients.service.js';
 import type { Authorizer, AuthorizeInput } from '../../connections/authorize.js';
 import type { CallbackHandler } from '../../connections/callback.js';
+import type { ConnectionsService } from '../../connections/connections.service.js';
+import { ServiceError } from '../../lib/errors.js';
+import { optionalString } from '../pagination.js';
 import { developerOf } from '../middleware/auth.js';
 import { requireJson } from '../middleware/json-body.js';
 import { validateBody } from '../validation.js';
@@ -12,8 +15,8 @@ import { authorizeSchema, putOAuthClientSchema, type PutOAuthClientInput } from 
  * `{data: [...]}`) and authorization links. The callback, connections and revoke follow
  * (issue 11).
  */
-export function connectionsRouter(deps: { oauthClients: OAuthClientsService; authorizer: Authorizer }): Router {
-  const { oauthClients, authorizer } = deps;
+export function connectionsRouter(deps: { oauthClients: OAuthClientsService; authorizer: Authorizer; connections: ConnectionsService }): Router {
+  const { oauthClients, authorizer, connections } = deps;
   const r = Router();
 
   r.get('/oauth-clients', async (req, res) => {
@@ -28,6 +31,23 @@ export function connectionsRouter(deps: { oauthClients: OAuthClientsService; aut
   r.post('/connections/authorize', async (req, res) => {
     const body = validateBody<AuthorizeInput>(authorizeSchema, requireJson(req));
     res.status(201).json(await authorizer.authorize(developerOf(req).id, body));
+  });
+
+  // ?end_user_id=&include_revoked=true|false → {data, has_more}: newest first, at most 500.
+  r.get('/connections', async (req, res) => {
+    const endUserId = optionalString(req.query, 'end_user_id');
+    const raw = optionalString(req.query, 'include_revoked');
+    if (raw !== undefined && raw !== 'true' && raw !== 'false') throw new ServiceError('invalid_request', 'include_revoked must be true or false');
+    res.json(await connections.list(developerOf(req).id, { ...(endUserId ? { endUserId } : {}), includeRevoked: raw === 'true' }));
+  });
+
+  r.get('/connections/:id', async (req, res) => {
+    res.json(await connections.get(developerOf(req).id, String(req.params.id)));
+  });
+
+  // 200 with the revoked connection (not 204), idempotent.
+  r.delete('/connections/:id', async (req, res) => {
+    res.json(await connections.revoke(developerOf(req).id, String(req.params.id)));
   });
 
   return r;

@@ -69,6 +69,7 @@ describe('connections: the OAuth callback', function () {
       if (!ok) return { status: 400, body: { error: 'invalid_grant', error_description: 'Bad Request' } };
       return { status: 200, body: { access_token: GOOGLE_TOKEN, refresh_token: '1//real-refresh', expires_in: 3599, token_type: 'Bearer', scope: issued.scopes, id_token: idToken('end.user@example.com') } };
     }
+    if (url === '/revoke' || url === '/api/auth.revoke') return { status: 200, body: url === '/revoke' ? {} : { ok: true, revoked: true } };
     if (url === '/api/oauth.v2.access') {
       if (!issued || form.get('client_id') !== 's-client' || form.get('client_secret') !== 's-secret') return { status: 200, body: { ok: false, error: 'invalid_code' } };
       return { status: 200, body: { ok: true, app_id: 'A1', authed_user: { id: 'U123', scope: issued.scopes, access_token: SLACK_TOKEN, token_type: 'user' }, team: { id: 'T1', name: 'Acme' } } };
@@ -185,5 +186,54 @@ describe('connections: the OAuth callback', function () {
     expect(data.at(-1)).to.deep.equal({ connection_id: id2, end_user_id: 'user-again', provider: 'slack', account: 'U123@Acme', connectors: ['slack'], replaced: id1 });
     expect(data.at(-2)).to.deep.include({ connection_id: id1, replaced: null });
     expect(JSON.stringify(events)).to.not.include(SLACK_TOKEN);
+  });
+
+  describe('list, get, revoke (issue 11, item 5)', () => {
+    it('GET /v1/connections: newest first, no token anywhere, revoked excluded unless include_revoked=true, end_user_id filter; GET one; another developer gets 404', async () => {
+      const a = await link('slack', ['slack'], 'list-user');
+      const idA = new URL((await callback('slack', { state: a.state, code: a.code })).location!).searchParams.get('connection_id')!;
+      const b = await link('google', ['gmail'], 'list-user');
+      const idB = new URL((await callback('google', { state: b.state, code: b.code })).location!).searchParams.get('connection_id')!;
+      const list = await t.api.get('/v1/connections?end_user_id=list-user');
+      expect(list.status).to.equal(200);
+      expect(list.body.has_more).to.equal(false);
+      expect(list.body.data.map((c: { id: string }) => c.id)).to.deep.equal([idB, idA]);
+      expect(list.body.data[0]).to.include({ id: idB, provider: 'google', end_user_id: 'list-user', account: 'end.user@example.com', status: 'active' });
+      expect(list.body.data[0].connectors).to.deep.equal(['gmail']);
+      expect(list.text).to.not.include(GOOGLE_TOKEN).and.not.include(SLACK_TOKEN).and.not.include('_enc');
+      const one = await t.api.get(`/v1/connections/${idA}`);
+      expect(one.status).to.equal(200);
+      expect(one.body).to.include({ id: idA, provider: 'slack', account: 'U123@Acme', status: 'active' });
+      const other = await t.otherDeveloper();
+      expect((await other.get(`/v1/connections/${idA}`)).status).to.equal(404);
+      expect((await other.delete(`/v1/connections/${idA}`)).status).to.equal(404);
+      expect((await other.get('/v1/connections')).body.data).to.deep.equal([]);
+      expect((await t.api.get('/v1/connections?include_revoked=maybe')).status).to.equal(400);
+    });
+
+    it('DELETE: 200 with the revoked connection (not 204), idempotent; tokens erased; connection.revoked queued; the provider asked to revoke (best effort)', async () => {
+      const c = await link('google', ['gmail'], 'revoke-user');
+      const id = new URL((await callback('google', { state: c.state, code: c.code })).location!).searchParams.get('connection_id')!;
+      up.seen.length = 0;
+      const r = await t.api.delete(`/v1/connections/${id}`);
+      expect(r.status).to.equal(200);
+      expect(r.body).to.include({ id, status: 'revoked' });
+      expect(r.body.revoked_at).to.be.a('string');
+      const row = await t.svc.db('connections').where({ id }).first();
+      expect(row).to.include({ status: 'revoked', access_token_enc: null, refresh_token_enc: null });
+      const again = await t.api.delete(`/v1/connections/${id}`);
+      expect(again.status).to.equal(200);
+      expect(again.body).to.deep.equal(r.body);
+      for (let i = 0; i < 200 && !up.seen.some((s) => s.url === '/revoke'); i++) await new Promise((res) => setTimeout(res, 10));
+      const revokeCall = up.seen.find((s) => s.url === '/revoke');
+      expect(revokeCall, 'the provider was asked to revoke').to.not.equal(undefined);
+      expect(new URLSearchParams(revokeCall!.body.toString()).get('token')).to.equal('1//real-refresh');
+      expect(up.seen.filter((s) => s.url === '/revoke')).to.have.length(1);
+      const events = await t.svc.db('webhook_events').where({ type: 'connection.revoked' });
+      const data = events.map((e: { body: string }) => JSON.parse(e.body).data);
+      expect(data).to.deep.include({ connection_id: id, end_user_id: 'revoke-user', provider: 'google', reason: 'revoked' });
+      expect((await t.api.get('/v1/connections?end_user_id=revoke-user')).body.data).to.deep.equal([]);
+      expect((await t.api.get('/v1/connections?end_user_id=revoke-user&include_revoked=true')).body.data.map((x: { id: string }) => x.id)).to.deep.equal([id]);
+    });
   });
 });
