@@ -40,6 +40,8 @@ import { createOAuthClientsService } from '../connections/oauth-clients.service.
 import { createAuthorizer } from '../connections/authorize.js';
 import { createCallbackHandler } from '../connections/callback.js';
 import { createConnectionsService } from '../connections/connections.service.js';
+import { createStandIns } from '../connections/stand-ins.js';
+import type { Credential } from '../proxy/credentials.js';
 import { Agent } from 'undici';
 import { createEgressGuard } from '../lib/egress-guard.js';
 import { upstreamSecureContext } from '../lib/upstream-trust.js';
@@ -152,6 +154,7 @@ export async function startService(config: Readonly<Config>, log: Logger): Promi
     const c = config[p];
     if (c.clientId && c.clientSecret) platformApps[p] = { clientId: c.clientId, clientSecret: c.clientSecret };
   }
+  const standIns = createStandIns({ db, clock, keyring });
   const oauthClients = createOAuthClientsService({ db, clock, keyring, baseUrl: () => publicBaseUrl, platformApps });
   const authorizer = createAuthorizer({
     db, clock, keyring, oauthClients,
@@ -236,7 +239,14 @@ export async function startService(config: Readonly<Config>, log: Logger): Promi
   });
   const ports: GatewayPorts = {
     egressAllows: async (id, host, port) => (await egress.effectiveEgress(id.environmentId))?.allows(host, port) ?? false,
-    credentials: async (id) => ({ byToken: (await secrets.secretsForEnvironment(id.environmentId))?.byPlaceholder ?? new Map() }),
+    credentials: async (id) => {
+      const placeholders = (await secrets.secretsForEnvironment(id.environmentId))?.byPlaceholder ?? new Map();
+      const stand = await standIns.forEnvironment(id.environmentId);
+      if (stand.length === 0) return { byToken: placeholders };
+      const byToken = new Map<string, Credential>(placeholders);
+      for (const c of stand) byToken.set(c.token, c);
+      return { byToken };
+    },
     decide: (id, req) => policies.decider.decide(id.developerId, id.environmentId, { ...req, category: req.category as Category }),
     requestApproval: (id, req) =>
       approvals.requestApproval({ ...req, developerId: id.developerId, environmentId: id.environmentId, category: req.category as Category, max_scope: req.max_scope as Scope }),
@@ -273,11 +283,19 @@ export async function startService(config: Readonly<Config>, log: Logger): Promi
   });
   const connections = createConnectionsService({
     db, clock, keyring, log, http: oauthHttp, endpoints: { google: config.google, slack: config.slack }, timeoutMs: OAUTH_TIMEOUT_MS,
+    onChange: standIns.invalidate,
   });
   const callback = createCallbackHandler({
     db, clock, keyring, log, http: oauthHttp, oauthClients, endpoints: { google: config.google, slack: config.slack }, timeoutMs: OAUTH_TIMEOUT_MS,
+    onChange: standIns.invalidate,
   });
-  routers.push(connectionsRouter({ oauthClients, authorizer, connections }));
+  routers.push(connectionsRouter({
+    oauthClients, authorizer, connections,
+    standInTokens: async (developerId, environmentId) => {
+      await environments.get(developerId, environmentId); // 404 for a missing or foreign environment
+      return standIns.listed(environmentId);
+    },
+  }));
   const app = createApp({ log, accounts, routers, publicRouters: [decisionRouter({ approvals, accounts }), oauthCallbackRouter({ callback })] });
 
   const apiServer = createServer(app);

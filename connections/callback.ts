@@ -51,6 +51,8 @@ export function createCallbackHandler(deps: {
   oauthClients: Pick<OAuthClientsService, 'resolve' | 'redirectUri'>;
   endpoints: Readonly<Record<Provider, ProviderEndpoints>>;
   timeoutMs: number;
+  /** Called after a connection was stored (and one replaced): the gateway's stand-in lookups are stale. */
+  onChange?: () => void;
 }) {
   const { db, clock, keyring, log } = deps;
 
@@ -124,6 +126,7 @@ export function createCallbackHandler(deps: {
         data: { connection_id: id, end_user_id: row.end_user_id, provider, account: tokens.account, connectors, replaced: (old[0] as { id: string } | undefined)?.id ?? null },
       });
     });
+    deps.onChange?.();
     return redirect(returnUrl, { status: 'ok', connection_id: id });
   }
 

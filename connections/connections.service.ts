@@ -56,6 +56,8 @@ export function createConnectionsService(deps: {
   http: Dispatcher;
   endpoints: Readonly<Record<Provider, ProviderEndpoints>>;
   timeoutMs: number;
+  /** Called after a connection changed (the gateway's stand-in lookups are stale). */
+  onChange?: () => void;
 }) {
   const { db, clock, keyring, log } = deps;
 
@@ -98,6 +100,7 @@ export function createConnectionsService(deps: {
       });
       return { ...r, status: 'revoked' as const, access_token_enc: null, refresh_token_enc: null, revoked_at: at };
     });
+    deps.onChange?.();
     if (tokens) void revokeAtProvider(row.provider, tokens);
     return toConnection(row);
   }

@@ -40,6 +40,10 @@ export interface Credential {
   allowMinting: boolean;
   /** The real value; only called once the request may go out. */
   value(): string | Promise<string>;
+  /** A connection's stand-in: only that connector's API paths on its hosts (connections/stand-ins.ts). */
+  pathAllowed?(host: string, path: string): boolean;
+  /** A stand-in of a revoked or failed connection: the gateway answers 401 with this code. */
+  unusable?: 'connection_revoked' | 'connection_error' | null;
 }
 
 export interface CredentialSet {

@@ -606,11 +606,20 @@ class Exchange {
       const found = placed.found;
       if (found.length > 0) {
         const first = found[0]!;
-        const denied = found.find((c) => !c.hostAllowed(target.host, target.port));
+        const path = pathOnly(url);
+        const denied = found.find((c) => !c.hostAllowed(target.host, target.port) || (c.pathAllowed !== undefined && !c.pathAllowed(target.host, path)));
         const blame = (c: Credential) => {
           entry.connector = c.connector;
           entry.credential = c.kind;
         };
+        // A stand-in of a revoked (or replaced) or failed connection: 401, wherever it is sent.
+        const dead = found.find((c) => c.unusable);
+        if (dead?.unusable) {
+          blame(dead);
+          return this.refuse(refusal(dead.unusable, dead.unusable === 'connection_revoked'
+            ? `the ${dead.connector} connection of this stand-in was revoked or replaced; the end user must connect again`
+            : `the ${dead.connector} connection of this stand-in failed (the provider refused to refresh it); the end user must connect again`));
+        }
         // A credential never goes out in cleartext (issue 9, hole 7); said so when the host
         // would otherwise be one of its hosts, else the host is what is wrong.
         if (!target.tls && (!denied || denied.hostAllowed(target.host, 443))) {
@@ -619,7 +628,10 @@ class Exchange {
         }
         if (denied) {
           blame(denied);
-          return this.refuse(refusal('secret_host_not_allowed', `this credential may not be sent to ${hostHeader(target)}`));
+          const wrongPath = denied.hostAllowed(target.host, target.port);
+          return this.refuse(refusal('secret_host_not_allowed', wrongPath
+            ? `this stand-in may not be sent to ${hostHeader(target)}${path}: it is for the ${denied.connector} API only`
+            : `this credential may not be sent to ${hostHeader(target)}`));
         }
         if (placed.misplaced) {
           blame(placed.misplaced.credential);

@@ -15,7 +15,13 @@ import { authorizeSchema, putOAuthClientSchema, type PutOAuthClientInput } from 
  * `{data: [...]}`) and authorization links. The callback, connections and revoke follow
  * (issue 11).
  */
-export function connectionsRouter(deps: { oauthClients: OAuthClientsService; authorizer: Authorizer; connections: ConnectionsService }): Router {
+export function connectionsRouter(deps: {
+  oauthClients: OAuthClientsService;
+  authorizer: Authorizer;
+  connections: ConnectionsService;
+  /** The usable stand-ins of an environment (404 for a missing or foreign one). */
+  standInTokens(developerId: string, environmentId: string): Promise<Array<{ connector: string; connection_id: string; token: string }>>;
+}): Router {
   const { oauthClients, authorizer, connections } = deps;
   const r = Router();
 
@@ -43,6 +49,11 @@ export function connectionsRouter(deps: { oauthClients: OAuthClientsService; aut
 
   r.get('/connections/:id', async (req, res) => {
     res.json(await connections.get(developerOf(req).id, String(req.params.id)));
+  });
+
+  // decisions.md: the stand-ins this environment's VM receives.
+  r.get('/environments/:id/stand-in-tokens', async (req, res) => {
+    res.json({ data: await deps.standInTokens(developerOf(req).id, String(req.params.id)) });
   });
 
   // 200 with the revoked connection (not 204), idempotent.

@@ -1,0 +1,165 @@
+import { expect } from 'chai';
+import { createHash } from 'node:crypto';
+import { request } from 'undici';
+import { startAttackWorld, type AttackWorld } from '../helpers/attack-fixture.js';
+import { proxyAgent } from '../helpers/proxy-client.js';
+
+/**
+ * Stand-in tokens in the gateway (issue 11, item 6): an environment of the end user gets a
+ * stand-in per connector; the gateway swaps it for the real access token only on that
+ * connector's API, only for that environment; a revoked or replaced connection's stand-in is
+ * 401 connection_revoked. One local HTTPS server stands in for Google's token endpoint and
+ * the Gmail, Calendar and Slack APIs (it sees the host the gateway meant through SNI/Host).
+ */
+const GOOGLE_TOKEN = 'ya29.a0-real-google-access-token-gw';
+const SLACK_TOKEN = 'xoxp-real-slack-user-token-gw';
+
+describe('connections: stand-in tokens through the gateway', function () {
+  this.timeout(30_000);
+  let w: AttackWorld;
+  let endUser: string;
+  const codes = new Map<string, { challenge: string | null; scopes: string }>();
+
+  before(async () => {
+    w = await startAttackWorld({
+      hosts: ['oauth2.googleapis.com', 'gmail.googleapis.com', 'www.googleapis.com', 'slack.com'],
+      secrets: {},
+      rules: [{ connector: 'gmail', category: 'send', effect: 'ask' }],
+    });
+    w.up.respond = (req, res) => {
+      const form = new URLSearchParams(req.body.toString());
+      const issued = codes.get(form.get('code') ?? '');
+      let body: unknown = { ok: true, path: req.url, auth: req.headers.authorization ?? null };
+      if (req.url === '/token' && req.headers.host === 'oauth2.googleapis.com') {
+        const ok = issued && createHash('sha256').update(form.get('code_verifier') ?? '').digest('base64url') === issued.challenge;
+        body = ok ? { access_token: GOOGLE_TOKEN, refresh_token: '1//r', expires_in: 3599, scope: issued.scopes, token_type: 'Bearer' } : { error: 'invalid_grant' };
+        res.writeHead(ok ? 200 : 400, { 'content-type': 'application/json' });
+        return res.end(JSON.stringify(body));
+      }
+      if (req.url === '/api/oauth.v2.access') {
+        body = { ok: true, authed_user: { id: 'U9', scope: issued?.scopes ?? '', access_token: SLACK_TOKEN }, team: { id: 'T9', name: 'Team' } };
+      }
+      res.writeHead(200, { 'content-type': 'application/json' });
+      res.end(JSON.stringify(body));
+    };
+    endUser = (await w.t.api.get(`/v1/environments/${w.envId}`)).body.end_user_id;
+    await w.t.api.put('/v1/oauth-clients/google', { client_id: 'g', client_secret: 'gs' });
+    await w.t.api.put('/v1/oauth-clients/slack', { client_id: 's', client_secret: 'ss' });
+  });
+  after(async () => {
+    await w.close();
+  });
+
+  async function connect(connectors: string[]): Promise<string> {
+    const r = await w.t.api.post('/v1/connections/authorize', { end_user_id: endUser, connectors, return_url: 'https://app.example.com/done' });
+    expect(r.status, r.text).to.equal(201);
+    const q = new URL(r.body.url).searchParams;
+    const code = `c-${Math.random().toString(36).slice(2)}`;
+    codes.set(code, { challenge: q.get('code_challenge'), scopes: q.get('scope') ?? q.get('user_scope')! });
+    const cb = await fetch(`${w.t.url}/v1/oauth/${connectors[0] === 'slack' ? 'slack' : 'google'}/callback?${new URLSearchParams({ state: q.get('state')!, code })}`, { redirect: 'manual' });
+    const loc = new URL(cb.headers.get('location')!);
+    expect(loc.searchParams.get('status'), loc.toString()).to.equal('ok');
+    return loc.searchParams.get('connection_id')!;
+  }
+
+  async function standIns(envId = w.envId): Promise<Record<string, string>> {
+    const r = await w.t.api.get(`/v1/environments/${envId}/stand-in-tokens`);
+    expect(r.status).to.equal(200);
+    return Object.fromEntries((r.body.data as Array<{ connector: string; token: string }>).map((s) => [s.connector, s.token]));
+  }
+
+  async function send(url: string, token: string, init: { method?: string; body?: string } = {}) {
+    const agent = proxyAgent(w.gw);
+    try {
+      const r = await request(url, { dispatcher: agent, method: (init.method ?? 'GET') as 'GET', body: init.body, headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' } });
+      const text = await r.body.text();
+      return { status: r.statusCode, error: r.headers['x-gateway-error'] ?? null, text };
+    } finally {
+      await agent.close();
+    }
+  }
+
+  it('GET /v1/environments/{id}/stand-in-tokens lists one per connector; the gateway swaps it for the real token on the connector\'s API', async () => {
+    const id = await connect(['gmail', 'calendar']);
+    const s = await standIns();
+    expect(Object.keys(s).sort()).to.deep.equal(['calendar', 'gmail']);
+    expect(s.gmail).to.match(/^svcst_[A-Za-z0-9_-]{32}$/);
+    expect(s.gmail).to.not.equal(s.calendar);
+    expect(JSON.stringify(await standIns())).to.not.include(GOOGLE_TOKEN);
+    const r = await send('https://gmail.googleapis.com/gmail/v1/users/me/messages', s.gmail!);
+    expect(r.status, r.text).to.equal(200);
+    // The upstream echoed the real token; the agent sees its stand-in in its place.
+    expect(JSON.parse(r.text).auth).to.equal(`Bearer ${s.gmail}`);
+    const seen = w.up.seen.at(-1)!;
+    expect(seen.headers.authorization).to.equal(`Bearer ${GOOGLE_TOKEN}`);
+    const entries = await w.audited(1);
+    expect(entries[0]).to.include({ connector: 'gmail', credential: 'connection', category: 'read' });
+    const cal = await send('https://www.googleapis.com/calendar/v3/calendars/primary/events', s.calendar!);
+    expect(cal.status).to.equal(200);
+    expect(w.up.seen.at(-1)!.headers.authorization).to.equal(`Bearer ${GOOGLE_TOKEN}`);
+    expect(id).to.match(/^conn_/);
+  });
+
+  it('attack: a stand-in sent off its connector\'s API (another API on the same host, another host) is refused and nothing is sent', async () => {
+    const s = await standIns();
+    await w.mark();
+    for (const [url, token] of [
+      ['https://www.googleapis.com/calendar/v3/calendars/primary/events', s.gmail!],
+      ['https://www.googleapis.com/drive/v3/files', s.gmail!],
+      ['https://gmail.googleapis.com/gmail/v1/users/me/messages', s.calendar!],
+      ['https://slack.com/api/conversations.list', s.gmail!],
+    ] as const) {
+      const r = await send(url, token);
+      expect(r.status, url).to.equal(403);
+      expect(r.error).to.equal('secret_host_not_allowed');
+    }
+    expect(w.up.seen).to.have.length(0);
+  });
+
+  it('a gmail send with the stand-in is held, and once approved reaches Gmail with the real token', async () => {
+    const s = await standIns();
+    await w.mark();
+    const pending = send('https://gmail.googleapis.com/gmail/v1/users/me/messages/send', s.gmail!, { method: 'POST', body: JSON.stringify({ raw: 'eA' }) });
+    let approval: { id: string; connector: string; category: string } | undefined;
+    for (let i = 0; i < 300 && !approval; i++) {
+      approval = (await w.t.api.get(`/v1/approvals?environment_id=${w.envId}&status=pending`)).body.data[0];
+      if (!approval) await new Promise((r) => setTimeout(r, 10));
+    }
+    expect(approval).to.include({ connector: 'gmail', category: 'send' });
+    expect(w.up.seen).to.have.length(0);
+    expect((await w.t.api.post(`/v1/approvals/${approval!.id}/decision`, { decision: 'approve', scope: { kind: 'once' } })).status).to.equal(200);
+    const r = await pending;
+    expect(r.status, r.text).to.equal(200);
+    expect(w.up.seen).to.have.length(1);
+    expect(w.up.seen[0]!.headers.authorization).to.equal(`Bearer ${GOOGLE_TOKEN}`);
+  });
+
+  it('another environment\'s stand-in is not this environment\'s: unknown here, nothing swapped', async () => {
+    const other = await w.t.api.post('/v1/environments', { end_user_id: `${endUser}-other`, egress_allow: ['gmail.googleapis.com'] });
+    expect((await standIns(other.body.id))).to.deep.equal({});
+    const foreign = await w.t.otherDeveloper();
+    expect((await foreign.get(`/v1/environments/${w.envId}/stand-in-tokens`)).status).to.equal(404);
+  });
+
+  it('revoked: the stand-in gets 401 connection_revoked at once; replaced: the old stand-in too, the new one works', async () => {
+    const slackId = await connect(['slack']);
+    const before = await standIns();
+    expect((await send('https://slack.com/api/conversations.list', before.slack!)).status).to.equal(200);
+    expect(w.up.seen.at(-1)!.headers.authorization).to.equal(`Bearer ${SLACK_TOKEN}`);
+    await w.mark();
+    // Authorizing google again replaces the gmail/calendar connection.
+    await connect(['gmail']);
+    const after = await standIns();
+    expect(after.gmail).to.not.equal(before.gmail);
+    const old = await send('https://gmail.googleapis.com/gmail/v1/users/me/messages', before.gmail!);
+    expect(old.status).to.equal(401);
+    expect(old.error).to.equal('connection_revoked');
+    expect((await send('https://gmail.googleapis.com/gmail/v1/users/me/messages', after.gmail!)).status).to.equal(200);
+    expect((await w.t.api.delete(`/v1/connections/${slackId}`)).status).to.equal(200);
+    const revoked = await send('https://slack.com/api/conversations.list', before.slack!);
+    expect(revoked.status).to.equal(401);
+    expect(revoked.error).to.equal('connection_revoked');
+    expect(w.up.seen.filter((x) => x.url === '/api/conversations.list')).to.have.length(0);
+    expect(Object.keys(await standIns())).to.deep.equal(['gmail']);
+  });
+});
