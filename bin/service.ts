@@ -41,6 +41,7 @@ import { createAuthorizer } from '../connections/authorize.js';
 import { createCallbackHandler } from '../connections/callback.js';
 import { createConnectionsService } from '../connections/connections.service.js';
 import { createStandIns } from '../connections/stand-ins.js';
+import { createTokenVault } from '../connections/token-vault.js';
 import type { Credential } from '../proxy/credentials.js';
 import { Agent } from 'undici';
 import { createEgressGuard } from '../lib/egress-guard.js';
@@ -154,7 +155,6 @@ export async function startService(config: Readonly<Config>, log: Logger): Promi
     const c = config[p];
     if (c.clientId && c.clientSecret) platformApps[p] = { clientId: c.clientId, clientSecret: c.clientSecret };
   }
-  const standIns = createStandIns({ db, clock, keyring });
   const oauthClients = createOAuthClientsService({ db, clock, keyring, baseUrl: () => publicBaseUrl, platformApps });
   const authorizer = createAuthorizer({
     db, clock, keyring, oauthClients,
@@ -200,6 +200,26 @@ export async function startService(config: Readonly<Config>, log: Logger): Promi
   // GATEWAY_UPSTREAM_CA_FILE, read once: the proxy's upstreams and webhook delivery both
   // trust it on top of Node's roots.
   const upstreamCa = config.upstreamCaFile ? readFileSync(config.upstreamCaFile, 'utf8') : null;
+  // OAuth token calls go through the egress guard like every outbound connection (issue 9).
+  const oauthHttp = new Agent({
+    connect: createEgressGuard({ allowPrivate: config.allowPrivateUpstreams, overrides: config.upstreamOverrides })
+      .connector({ timeout: OAUTH_TIMEOUT_MS, secureContext: upstreamSecureContext(upstreamCa) }) as never,
+  });
+  const providerEndpoints = { google: config.google, slack: config.slack };
+  // Connections (issue 11): stand-ins for the gateway, the token vault (refresh), the callback.
+  let invalidateStandIns = (): void => {};
+  const onConnectionChange = (): void => invalidateStandIns();
+  const vault = createTokenVault({ db, clock, keyring, log, http: oauthHttp, oauthClients, endpoints: providerEndpoints, timeoutMs: OAUTH_TIMEOUT_MS, onChange: onConnectionChange });
+  const standIns = createStandIns({ db, clock, keyring, accessToken: vault.accessToken });
+  invalidateStandIns = standIns.invalidate;
+  const connections = createConnectionsService({ db, clock, keyring, log, http: oauthHttp, endpoints: providerEndpoints, timeoutMs: OAUTH_TIMEOUT_MS, onChange: onConnectionChange });
+  const callback = createCallbackHandler({ db, clock, keyring, log, http: oauthHttp, oauthClients, endpoints: providerEndpoints, timeoutMs: OAUTH_TIMEOUT_MS, onChange: onConnectionChange });
+  // Access tokens expiring within 10 minutes are refreshed ahead of use (the gateway also
+  // refreshes on demand, within a minute of expiry).
+  jobs.define('refresh-connections', async () => {
+    await vault.refreshDue();
+  }, { retry: false });
+  await jobs.every('refresh-connections', 60_000, {});
   // Webhook delivery: at once for events committed in this process (notifier), the sweep
   // job for retries and for events other processes queued.
   const webhookDelivery = createWebhookDeliveryService(
@@ -276,19 +296,6 @@ export async function startService(config: Readonly<Config>, log: Logger): Promi
   if (config.testClock) routers.push(testClockRouter({ clock, runDue }));
   routers.push(policiesRouter({ policies }), approvalsRouter({ approvals }));
   routers.push(auditRouter({ audit }));
-  // OAuth token calls go through the egress guard like every outbound connection (issue 9).
-  const oauthHttp = new Agent({
-    connect: createEgressGuard({ allowPrivate: config.allowPrivateUpstreams, overrides: config.upstreamOverrides })
-      .connector({ timeout: OAUTH_TIMEOUT_MS, secureContext: upstreamSecureContext(upstreamCa) }) as never,
-  });
-  const connections = createConnectionsService({
-    db, clock, keyring, log, http: oauthHttp, endpoints: { google: config.google, slack: config.slack }, timeoutMs: OAUTH_TIMEOUT_MS,
-    onChange: standIns.invalidate,
-  });
-  const callback = createCallbackHandler({
-    db, clock, keyring, log, http: oauthHttp, oauthClients, endpoints: { google: config.google, slack: config.slack }, timeoutMs: OAUTH_TIMEOUT_MS,
-    onChange: standIns.invalidate,
-  });
   routers.push(connectionsRouter({
     oauthClients, authorizer, connections,
     standInTokens: async (developerId, environmentId) => {

@@ -657,7 +657,21 @@ class Exchange {
       let outHeaders: Record<string, string | string[] | undefined> = req.headers;
       if (found.length > 0) {
         const values = new Map<string, string>();
-        for (const c of found) values.set(c.token, await c.value());
+        for (const c of found) {
+          try {
+            values.set(c.token, await c.value());
+          } catch (err) {
+            // A connection's token could not be had (revoked meanwhile, or the provider refused
+            // the refresh): the agent's error to act on, not a gateway failure.
+            const code = (err as { code?: string }).code;
+            if (code === 'connection_revoked' || code === 'connection_error') {
+              entry.connector = c.connector;
+              entry.credential = c.kind;
+              return this.refuse(refusal(code, (err as Error).message), entry.decision, code);
+            }
+            throw err;
+          }
+        }
         const swapped = swapCredentials(parts, placed, values);
         outUrl = swapped.url;
         outHeaders = swapped.headers;
