@@ -212,7 +212,7 @@ export async function startService(config: Readonly<Config>, log: Logger): Promi
   const vault = createTokenVault({ db, clock, keyring, log, http: oauthHttp, oauthClients, endpoints: providerEndpoints, timeoutMs: OAUTH_TIMEOUT_MS, onChange: onConnectionChange });
   const standIns = createStandIns({ db, clock, keyring, accessToken: vault.accessToken });
   invalidateStandIns = standIns.invalidate;
-  const connections = createConnectionsService({ db, clock, keyring, log, http: oauthHttp, endpoints: providerEndpoints, timeoutMs: OAUTH_TIMEOUT_MS, onChange: onConnectionChange });
+  const connections = createConnectionsService({ db, clock, keyring, log, http: oauthHttp, endpoints: providerEndpoints, timeoutMs: OAUTH_TIMEOUT_MS, oauthClients, onChange: onConnectionChange });
   const callback = createCallbackHandler({ db, clock, keyring, log, http: oauthHttp, oauthClients, endpoints: providerEndpoints, timeoutMs: OAUTH_TIMEOUT_MS, onChange: onConnectionChange });
   // Access tokens expiring within 10 minutes are refreshed ahead of use (the gateway also
   // refreshes on demand, within a minute of expiry).

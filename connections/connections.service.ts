@@ -10,6 +10,7 @@ import { enqueueEvent } from '../webhooks/outbox.js';
 import { tokenContext } from './callback.js';
 import { postForm } from './providers/token-exchange.js';
 import type { Provider, ProviderEndpoints } from './providers.js';
+import type { OAuthClientsService } from './oauth-clients.service.js';
 
 /** The API record (service.md "Connection"): never a token. */
 export interface Connection {
@@ -56,6 +57,8 @@ export function createConnectionsService(deps: {
   http: Dispatcher;
   endpoints: Readonly<Record<Provider, ProviderEndpoints>>;
   timeoutMs: number;
+  /** The app that holds the grant (Google's revocation authenticates the client when asked to). */
+  oauthClients?: Pick<OAuthClientsService, 'resolve'>;
   /** Called after a connection changed (the gateway's stand-in lookups are stale). */
   onChange?: () => void;
 }) {
@@ -101,16 +104,19 @@ export function createConnectionsService(deps: {
       return { ...r, status: 'revoked' as const, access_token_enc: null, refresh_token_enc: null, revoked_at: at };
     });
     deps.onChange?.();
-    if (tokens) void revokeAtProvider(row.provider, tokens);
+    if (tokens) void revokeAtProvider(developerId, row.provider, tokens);
     return toConnection(row);
   }
 
-  async function revokeAtProvider(provider: Provider, tokens: { access: string | null; refresh: string | null }): Promise<void> {
+  async function revokeAtProvider(developerId: string, provider: Provider, tokens: { access: string | null; refresh: string | null }): Promise<void> {
     // Google revokes the whole grant from either token (the refresh token is the lasting one); Slack's auth.revoke takes the user token.
     const token = provider === 'google' ? tokens.refresh ?? tokens.access : tokens.access;
     if (!token) return;
     try {
-      const { status } = await postForm(deps.http, deps.endpoints[provider].revokeUrl, { token }, deps.timeoutMs);
+      // RFC 7009 lets a provider require client authentication here; Google does not, and ignores it.
+      const client = provider === 'google' ? await deps.oauthClients?.resolve(developerId, provider) : null;
+      const form: Record<string, string> = { token, ...(client ? { client_id: client.clientId, client_secret: client.clientSecret } : {}) };
+      const { status } = await postForm(deps.http, deps.endpoints[provider].revokeUrl, form, deps.timeoutMs);
       if (status >= 400) log.warn({ provider, status }, 'oauth: the provider refused to revoke a token (it is erased here anyway)');
     } catch (err) {
       log.warn({ provider, reason: (err as { reason?: string }).reason ?? 'unknown' }, 'oauth: revoking at the provider failed (best effort; erased here)');

@@ -51,12 +51,14 @@ export interface AttackWorldOptions {
   env?: Record<string, string>;
   /** Extra policy rules before the allow-read/allow-write ones. */
   rules?: unknown[];
+  /** More CA certificates the service trusts for upstreams (PEM), beside the fake upstream's. */
+  extraCaPem?: string;
 }
 
 export async function startAttackWorld(opts: AttackWorldOptions): Promise<AttackWorld> {
   const up = await startFakeUpstream();
   const dir = mkdtempSync(join(tmpdir(), 'gw-attack-'));
-  writeFileSync(join(dir, 'upstream-ca.pem'), up.ca.certPem);
+  writeFileSync(join(dir, 'upstream-ca.pem'), `${up.ca.certPem}\n${opts.extraCaPem ?? ''}`);
   const t = await startTestService({
     GATEWAY_UPSTREAM_OVERRIDES: opts.hosts.map((h) => `${h}=127.0.0.1:${up.port}`).join(','),
     GATEWAY_UPSTREAM_CA_FILE: join(dir, 'upstream-ca.pem'),
