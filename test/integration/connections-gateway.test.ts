@@ -141,6 +141,26 @@ describe('connections: stand-in tokens through the gateway', function () {
     expect((await foreign.get(`/v1/environments/${w.envId}/stand-in-tokens`)).status).to.equal(404);
   });
 
+  it('a provider\'s 429 reaches the agent as sent, with its Retry-After', async () => {
+    const s = await standIns();
+    const saved = w.up.respond;
+    w.up.respond = (_req, res) => {
+      res.writeHead(429, { 'content-type': 'application/json', 'retry-after': '30' });
+      res.end(JSON.stringify({ error: { code: 429, message: 'Rate Limit Exceeded' } }));
+    };
+    try {
+      const agent = proxyAgent(w.gw);
+      const r = await request('https://gmail.googleapis.com/gmail/v1/users/me/messages', { dispatcher: agent, headers: { authorization: `Bearer ${s.gmail}` } });
+      expect(r.statusCode).to.equal(429);
+      expect(r.headers['retry-after']).to.equal('30');
+      expect(r.headers['x-gateway-error']).to.equal(undefined);
+      await r.body.text();
+      await agent.close();
+    } finally {
+      w.up.respond = saved;
+    }
+  });
+
   it('revoked: the stand-in gets 401 connection_revoked at once; replaced: the old stand-in too, the new one works', async () => {
     const slackId = await connect(['slack']);
     const before = await standIns();
