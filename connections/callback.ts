@@ -94,9 +94,10 @@ export function createCallbackHandler(deps: {
       return redirect(returnUrl, { status: 'error', error: reason });
     }
 
-    // A connector is connected only if every one of its scopes was granted (a user can untick some).
+    // A connector is connected only if every one of its scopes was granted (a user can untick
+    // some). An answer without `scope` granted exactly what was asked (RFC 6749, 5.1).
     const asked = JSON.parse(row.connectors) as Connector[];
-    const granted = new Set(tokens.scopes);
+    const granted = new Set(tokens.scopes ?? asked.flatMap((c) => CONNECTOR_SCOPES[c]));
     const connectors = asked.filter((c) => CONNECTOR_SCOPES[c].every((s) => granted.has(s)));
     if (connectors.length === 0) return redirect(returnUrl, { status: 'error', error: 'scopes_not_granted' });
 
@@ -115,7 +116,7 @@ export function createCallbackHandler(deps: {
       }
       await trx('connections').insert({
         id, developer_id: row.developer_id, end_user_id: row.end_user_id, provider, account: tokens.account, connectors: JSON.stringify(connectors),
-        scopes: JSON.stringify(tokens.scopes), status: 'active',
+        scopes: JSON.stringify([...granted]), status: 'active',
         access_token_enc: keyring.encrypt(tokens.accessToken, tokenContext(id, 'access')),
         refresh_token_enc: tokens.refreshToken ? keyring.encrypt(tokens.refreshToken, tokenContext(id, 'refresh')) : null,
         access_expires_at: tokens.expiresIn ? at + tokens.expiresIn * 1000 : null, client_source: client.source, error: null, replaced_by: null,

@@ -25,7 +25,7 @@ export async function refreshAt(http: Dispatcher, provider: Provider, opts: {
     accessToken,
     refreshToken: str(src.refresh_token),
     expiresIn: typeof src.expires_in === 'number' && src.expires_in > 0 ? src.expires_in : null,
-    scopes: (str(src.scope) ?? '').split(provider === 'slack' ? ',' : ' ').filter(Boolean),
+    scopes: str(src.scope) === null ? null : str(src.scope)!.split(provider === 'slack' ? ',' : ' ').filter(Boolean),
   };
 }
 

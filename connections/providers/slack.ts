@@ -23,7 +23,7 @@ export async function exchangeSlackCode(http: Dispatcher, opts: {
     accessToken,
     refreshToken: str(user.refresh_token),
     expiresIn: typeof user.expires_in === 'number' && user.expires_in > 0 ? user.expires_in : null,
-    scopes: (str(user.scope) ?? '').split(',').filter(Boolean),
+    scopes: str(user.scope) === null ? null : str(user.scope)!.split(',').filter(Boolean),
     account: userId ? `${userId}${teamName ? `@${teamName}` : ''}`.slice(0, 320) : null,
   };
 }

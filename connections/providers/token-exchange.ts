@@ -6,8 +6,11 @@ export interface TokenSet {
   refreshToken: string | null;
   /** Seconds, or null when the token does not expire (Slack without rotation). */
   expiresIn: number | null;
-  /** Scopes granted (a user may untick some). */
-  scopes: string[];
+  /**
+   * Scopes granted (a user may untick some); null when the answer leaves `scope` out, which
+   * RFC 6749 (5.1) allows only when it is exactly the scope requested.
+   */
+  scopes: string[] | null;
   /** The account label: Google's email, Slack's user and team. */
   account: string | null;
 }

@@ -40,8 +40,9 @@ export async function startOidcGoogle(opts: { ca: CaMaterial; clientId: string; 
     }],
     scopes: ['openid', 'email', 'offline_access', ...GOOGLE_SCOPES],
     claims: { openid: ['sub'], email: ['email'] },
-    // Like Google: the email is in the id_token itself, not only at userinfo.
-    conformIdTokenClaims: false,
+    // oidc-provider's default (unlike Google): scope-requested claims only at userinfo, so the
+    // id_token carries no email and the gateway must find it there (connections/providers/google.ts).
+    conformIdTokenClaims: true,
     findAccount: async (_ctx: unknown, sub: string) => ({ accountId: sub, claims: async () => ({ sub, email: sub }) }),
     pkce: { required: () => true },
     // Google issues a refresh token for access_type=offline with prompt=consent; this stand-in always does.

@@ -160,6 +160,16 @@ describe('connections: the OAuth callback', function () {
     expect(await t.svc.db('connections').where({ end_user_id: 'user-bad-code' })).to.have.length(0);
   });
 
+  it('a token answer without scope granted exactly what was asked (RFC 6749 5.1): every connector connected', async () => {
+    const l = await link('google', ['gmail', 'calendar'], 'user-no-scope');
+    providerAnswer = (form) => (form.get('code') === l.code
+      ? { status: 200, body: { access_token: GOOGLE_TOKEN, refresh_token: '1//r', expires_in: 3599, token_type: 'Bearer', id_token: idToken('x@example.com') } }
+      : { status: 400, body: { error: 'invalid_grant' } });
+    const r = await callback('google', { state: l.state, code: l.code });
+    const id = new URL(r.location!).searchParams.get('connection_id')!;
+    expect(JSON.parse((await t.svc.db('connections').where({ id }).first()).connectors)).to.deep.equal(['gmail', 'calendar']);
+  });
+
   it('a connector whose scopes the user unticked is not connected; none granted is an error', async () => {
     const some = await link('google', ['gmail', 'calendar'], 'user-partial', ['openid', 'https://www.googleapis.com/auth/calendar.events.owned'].join(' '));
     const r = await callback('google', { state: some.state, code: some.code });
