@@ -211,7 +211,12 @@ export async function startService(config: Readonly<Config>, log: Logger): Promi
   const onConnectionChange = (): void => invalidateStandIns();
   const vault = createTokenVault({ db, clock, keyring, log, http: oauthHttp, oauthClients, endpoints: providerEndpoints, timeoutMs: OAUTH_TIMEOUT_MS, onChange: onConnectionChange });
   const standIns = createStandIns({ db, clock, keyring, accessToken: vault.accessToken });
-  invalidateStandIns = standIns.invalidate;
+  invalidateStandIns = () => {
+    standIns.invalidate();
+    // The effective egress allowlist includes connected connectors' hosts: reload it too.
+    gatewayCache.clear();
+  };
+  gatewayCache.setExtraHosts(({ environmentId }) => standIns.hostsFor(environmentId));
   const connections = createConnectionsService({ db, clock, keyring, log, http: oauthHttp, endpoints: providerEndpoints, timeoutMs: OAUTH_TIMEOUT_MS, oauthClients, onChange: onConnectionChange });
   const callback = createCallbackHandler({ db, clock, keyring, log, http: oauthHttp, oauthClients, endpoints: providerEndpoints, timeoutMs: OAUTH_TIMEOUT_MS, onChange: onConnectionChange });
   // Access tokens expiring within 10 minutes are refreshed ahead of use (the gateway also

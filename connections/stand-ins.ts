@@ -37,7 +37,8 @@ export function connectorAllows(connector: Connector, host: string, port: number
   }
 }
 
-const HOSTS: Record<Connector, readonly string[]> = {
+/** The API hosts of each connector: also on the effective egress allowlist of an environment whose end user connected it. */
+export const CONNECTOR_HOSTS: Readonly<Record<Connector, readonly string[]>> = {
   gmail: ['gmail.googleapis.com', 'www.googleapis.com'],
   calendar: ['www.googleapis.com'],
   slack: ['slack.com'],
@@ -96,7 +97,7 @@ export function createStandIns(deps: { db: Db; clock: Clock; keyring: Keyring; t
       token: standInToken(key, environmentId, r.id, connector),
       connector, kind: 'connection' as const, infrastructure: false as const, allowMinting: false as const,
       slots: connectionSlots(connector),
-      hostAllowed: (host: string, port: number) => port === 443 && HOSTS[connector].includes(host),
+      hostAllowed: (host: string, port: number) => port === 443 && CONNECTOR_HOSTS[connector].includes(host),
       pathAllowed: (host: string, path: string) => connectorAllows(connector, host, 443, path),
       unusable: r.status === 'revoked' ? 'connection_revoked' as const : r.status === 'error' ? 'connection_error' as const : null,
       value: async () => {
@@ -131,9 +132,25 @@ export function createStandIns(deps: { db: Db; clock: Clock; keyring: Keyring; t
     return out;
   }
 
+  /**
+   * The hosts of the environment's connectors, for the effective egress allowlist
+   * (environments/egress.cache.ts extraHosts): a connection is usable without the developer
+   * adding its API to egress_allow. Revoked and failed connections' hosts stay on it, so
+   * their stand-ins get the contract's 401 connection_revoked / connection_error instead of
+   * an egress refusal (the hosts are the providers' APIs, useless without a token).
+   */
+  async function hostsFor(environmentId: string): Promise<string[]> {
+    const out = new Set<string>();
+    for (const r of await rows(environmentId)) {
+      for (const c of JSON.parse(r.connectors) as Connector[]) for (const h of CONNECTOR_HOSTS[c] ?? []) out.add(h);
+    }
+    return [...out];
+  }
+
   return {
     forEnvironment,
     listed,
+    hostsFor,
     /** A connection changed (created, replaced, revoked, failed): every cached lookup is stale. */
     invalidate: () => {
       generation++;

@@ -141,6 +141,33 @@ describe('connections: stand-in tokens through the gateway', function () {
     expect((await foreign.get(`/v1/environments/${w.envId}/stand-in-tokens`)).status).to.equal(404);
   });
 
+  it('the connected connectors\' API hosts are on the effective egress allowlist without egress_allow; a revoked connection\'s stand-in still gets 401 there', async () => {
+    const env = await w.t.api.post('/v1/environments', { end_user_id: 'no-egress-user' });
+    expect(env.status, env.text).to.equal(201);
+    await w.t.api.put(`/v1/environments/${env.body.id}/policy`, { rules: [{ category: 'read', effect: 'allow' }] });
+    const gw = (await w.t.api.get(`/v1/environments/${env.body.id}/gateway`)).body;
+    const r0 = await w.t.api.post('/v1/connections/authorize', { end_user_id: 'no-egress-user', connectors: ['slack'], return_url: 'https://app.example.com/done' });
+    const q = new URL(r0.body.url).searchParams;
+    const code = `c-${Math.random().toString(36).slice(2)}`;
+    codes.set(code, { challenge: null, scopes: q.get('user_scope')! });
+    const cb = await fetch(`${w.t.url}/v1/oauth/slack/callback?${new URLSearchParams({ state: q.get('state')!, code })}`, { redirect: 'manual' });
+    const id = new URL(cb.headers.get('location')!).searchParams.get('connection_id')!;
+    const token = (await w.t.api.get(`/v1/environments/${env.body.id}/stand-in-tokens`)).body.data[0].token as string;
+    const call = async () => {
+      const agent = proxyAgent(gw);
+      try {
+        const r = await request('https://slack.com/api/conversations.list', { dispatcher: agent, headers: { authorization: `Bearer ${token}` } });
+        await r.body.text();
+        return { status: r.statusCode, error: r.headers['x-gateway-error'] ?? null };
+      } finally {
+        await agent.close();
+      }
+    };
+    expect(await call()).to.deep.equal({ status: 200, error: null });
+    expect((await w.t.api.delete(`/v1/connections/${id}`)).status).to.equal(200);
+    expect(await call()).to.deep.equal({ status: 401, error: 'connection_revoked' });
+  });
+
   it('a provider\'s 429 reaches the agent as sent, with its Retry-After', async () => {
     const s = await standIns();
     const saved = w.up.respond;
