@@ -63,11 +63,15 @@ describe('the service as a process (npm start)', function () {
 
   describe('`npm start`, the README\'s first command (issue 10)', () => {
     /** `npm start` in the repository, in a process group of its own; resolves at the ready line. */
-    function npmStart(env: Record<string, string>): Promise<{ child: ChildProcess; ready: Record<string, unknown>; stdout: string[]; stderr: string[] }> {
+    function npmStart(env: Record<string, string>): Promise<{ child: ChildProcess; ready: Record<string, unknown>; stdout: string[]; stderr: string[]; stderrClosed: Promise<void> }> {
       const child = spawn('npm', ['start', '--silent'], { cwd: ROOT, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'], detached: true });
       const stdout: string[] = [];
       const stderr: string[] = [];
       child.stderr!.on('data', (d) => stderr.push(String(d)));
+      // stderr and stdout are separate pipes: the ready line (stdout) can arrive before what was
+      // written to stderr just before it. Checks for something printed wait for it; checks that
+      // nothing was printed wait for stderr to close (the process exited).
+      const stderrClosed = new Promise<void>((r) => child.stderr!.once('close', () => r()));
       return new Promise((res, rej) => {
         const timer = setTimeout(() => rej(new Error(`no ready line: ${stdout.join('\n')} ${stderr.join('')}`)), 45_000);
         child.once('exit', (code) => rej(new Error(`exited ${code}: ${stdout.join('\n')} ${stderr.join('')}`)));
@@ -81,7 +85,7 @@ describe('the service as a process (npm start)', function () {
           }
           if (rec.msg === 'ready') {
             clearTimeout(timer);
-            res({ child, ready: rec, stdout, stderr });
+            res({ child, ready: rec, stdout, stderr, stderrClosed });
           }
         });
       });
@@ -114,6 +118,7 @@ describe('the service as a process (npm start)', function () {
         const first = await npmStart(env);
         let key: string;
         try {
+          for (let i = 0; i < 500 && !first.stderr.join('').includes('/v1/environments'); i++) await new Promise((r) => setTimeout(r, 10));
           const err = first.stderr.join('');
           key = /\b(sk_[0-9a-f]{40})\b/.exec(err)?.[1] ?? '';
           expect(key, err).to.match(/^sk_[0-9a-f]{40}$/);
@@ -132,12 +137,13 @@ describe('the service as a process (npm start)', function () {
         }
         const second = await npmStart(env);
         try {
-          expect(second.stderr.join('')).to.not.match(/sk_[0-9a-f]{40}/);
           const r = await fetch(`${second.ready.api_url}/v1/environments`, { headers: { authorization: `Bearer ${key}` } });
           expect(r.status).to.equal(200);
         } finally {
           await stopGroup(second.child);
         }
+        await second.stderrClosed;
+        expect(second.stderr.join('')).to.not.match(/sk_[0-9a-f]{40}/);
       } finally {
         await db.drop();
       }
@@ -149,11 +155,12 @@ describe('the service as a process (npm start)', function () {
       try {
         const s = await npmStart({ API_PORT: '0', PROXY_PORT: '0', DATABASE_URL: db.url, DATA_DIR: join(dir, 'data'), GATEWAY_BOOTSTRAP_API_KEY: key });
         try {
-          expect(s.stderr.join('')).to.not.match(/sk_[0-9a-f]{40}/);
           expect((await fetch(`${s.ready.api_url}/v1/environments`, { headers: { authorization: `Bearer ${key}` } })).status).to.equal(200);
         } finally {
           await stopGroup(s.child);
         }
+        await s.stderrClosed;
+        expect(s.stderr.join('')).to.not.match(/sk_[0-9a-f]{40}/);
       } finally {
         await db.drop();
       }
