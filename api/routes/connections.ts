@@ -11,9 +11,9 @@ import { validateBody } from '../validation.js';
 import { authorizeSchema, putOAuthClientSchema, type PutOAuthClientInput } from '../schemas/connections.js';
 
 /**
- * OAuth clients (service.md "OAuth client entry"; decisions.md: a list without paging is
- * `{data: [...]}`) and authorization links. The callback, connections and revoke follow
- * (issue 11).
+ * Connections (service.md, docs/connections.md): OAuth clients (a list without paging is
+ * `{data: [...]}`), authorization links, the connections themselves (list, get, revoke) and an
+ * environment's stand-in tokens. The public callback is oauthCallbackRouter below.
  */
 export function connectionsRouter(deps: {
   oauthClients: OAuthClientsService;
