@@ -57,6 +57,14 @@ import { createPipeline, type GatewayPorts } from '../proxy/pipeline.js';
 import { startGatewayProxy } from '../proxy/gateway-proxy.js';
 import type { Category, Scope } from '../policy-engine/categories.js';
 import { readFileSync } from 'node:fs';
+import { createRuntimeState, type RuntimeState } from '../environments/runtime.service.js';
+import { createRuntimeService, type RuntimeService } from '../hosts/runtime.service.js';
+import type { HostAgent } from '../hosts/host-agent.js';
+import type { Surface } from '../hosts/driver.js';
+import { runtimeRouter } from '../api/routes/runtime.js';
+import { startLocalHost } from './local-host.js';
+import { environmentsStore } from '../environments/environments.store.js';
+import { fromJson } from '../store/db.js';
 
 export interface RunningService {
   apiUrl: string;
@@ -78,8 +86,18 @@ export interface RunningService {
   routes: RouteInfo[];
   /** The key created because the store had none (first start without GATEWAY_BOOTSTRAP_API_KEY); null otherwise. Never logged. */
   firstStartKey: string | null;
+  /** The local environment host (null with GATEWAY_RUNTIME=none or where it could not start). */
+  host: HostAgent | null;
+  /** DATA_DIR (environments' disks live under DATA_DIR/environments unless GATEWAY_ENVIRONMENTS_DIR says otherwise). */
+  dataDir: string;
+  /** Exec and files inside environments. */
+  runtime: RuntimeService;
   close(): Promise<void>;
 }
+
+/** Inside every VM: the relay to the gateway listens here (hosts/drivers/process.ts). */
+const VM_PROXY = '127.0.0.1:3128';
+const VM_CA_FILE = '/run/service/ca.pem';
 
 function listen(server: Server, host: string, port: number): Promise<number> {
   return new Promise((resolve, reject) => {
@@ -139,7 +157,10 @@ export async function startService(config: Readonly<Config>, log: Logger): Promi
       proxyCredentials.evict(id);
       gatewayCache.invalidateEnvironment(id);
     },
+    onChange: () => hostAgent?.notify(),
   });
+  let hostAgent: HostAgent | null = null;
+  const runtimeState: RuntimeState = createRuntimeState({ db, clock, onChange: () => hostAgent?.notify() });
   const wakeups = createWakeupsService({ db, clock });
   const schedules = createSchedulesService({ db, clock });
   const gatewayCache = createGatewayCache({ db, now: () => clock.monotonicMs() });
@@ -294,7 +315,52 @@ export async function startService(config: Readonly<Config>, log: Logger): Promi
   const wildcardBind = ['0.0.0.0', '::'].includes(config.host);
   const proxyHost = wildcardBind && config.baseUrl ? new URL(config.baseUrl).hostname : wildcardBind ? '127.0.0.1' : config.host;
   const proxyUrl = `http://${urlHost(proxyHost)}:${proxy.port}`;
-  const routers = [environmentsRouter({ environments, wakeups, schedules }), templatesRouter({ templates })];
+  // What a VM's processes start with (issue 12, item 2): the platform's variables (proxy
+  // with this environment's credentials, the gateway CA for every TLS stack), then the
+  // configuration's, then the secrets' placeholders (never their values).
+  const envFor = async (environmentId: string): Promise<Record<string, string>> => {
+    const row = await runtimeState.byId(environmentId);
+    if (!row) return {};
+    const config = await environmentsStore.config(db, environmentId);
+    const proxy = `http://${environmentId}:${proxyCredentials.passwordFor(environmentId)}@${VM_PROXY}`;
+    const env: Record<string, string> = {
+      PATH: '/usr/local/bin:/usr/bin:/bin', HOME: '/home/agent', USER: 'agent', LOGNAME: 'agent', LANG: 'C.UTF-8', TERM: 'dumb',
+      HTTPS_PROXY: proxy, HTTP_PROXY: proxy, https_proxy: proxy, http_proxy: proxy,
+      NO_PROXY: 'localhost,127.0.0.1,::1', no_proxy: 'localhost,127.0.0.1,::1', NODE_USE_ENV_PROXY: '1',
+      SSL_CERT_FILE: VM_CA_FILE, NODE_EXTRA_CA_CERTS: VM_CA_FILE, REQUESTS_CA_BUNDLE: VM_CA_FILE, CURL_CA_BUNDLE: VM_CA_FILE,
+      GIT_SSL_CAINFO: VM_CA_FILE, AWS_CA_BUNDLE: VM_CA_FILE, PIP_CERT: VM_CA_FILE,
+      SERVICE_ENVIRONMENT_ID: environmentId, SERVICE_END_USER_ID: row.end_user_id,
+    };
+    Object.assign(env, fromJson<Record<string, string>>(config?.env) ?? {});
+    for (const [name, s] of (await secrets.secretsForEnvironment(environmentId))?.byName ?? new Map()) env[name] = s.placeholder;
+    return env;
+  };
+  const surfaceFor = async (environmentId: string): Promise<Surface | null> => {
+    const row = await runtimeState.byId(environmentId);
+    if (!row || row.desired_state === 'destroyed') return null;
+    const config = await environmentsStore.config(db, environmentId);
+    const files: Record<string, Buffer> = {};
+    for (const [name, f] of Object.entries(fromJson<Record<string, { content: string; encoding?: string }>>(config?.files) ?? {})) {
+      files[name] = Buffer.from(f.content, f.encoding === 'base64' ? 'base64' : 'utf8');
+    }
+    const connections: Record<string, string> = {};
+    for (const c of await standIns.listed(environmentId)) connections[c.connector] = c.token;
+    return { env: await envFor(environmentId), files, connections, caPem: ca.certPem };
+  };
+  hostAgent = await startLocalHost({
+    config, db, clock, log, runtime: runtimeState,
+    proxy: { host: wildcardBind ? '127.0.0.1' : config.host, port: proxy.port },
+    surfaceFor,
+  });
+  const runtime = createRuntimeService({
+    db, clock, runtime: runtimeState, envFor,
+    agents: () => (hostAgent ? new Map([[hostAgent.hostId, hostAgent]]) : new Map()),
+  });
+  jobs.define('hosts-offline', async () => {
+    await runtime.sweepOfflineHosts();
+  }, { retry: false });
+  await jobs.every('hosts-offline', 10_000, {});
+  const routers = [environmentsRouter({ environments, wakeups, schedules }), templatesRouter({ templates }), runtimeRouter({ runtime })];
   routers.push(gatewayRouter({ environments, passwordFor: proxyCredentials.passwordFor, proxyUrl, caCertPem: ca.certPem }));
   routers.push(secretsRouter({ secrets }), egressRouter({ egress }));
   routers.push(webhooksRouter({ endpoints: webhookEndpoints, deliveries: webhookDelivery }));
@@ -337,11 +403,16 @@ export async function startService(config: Readonly<Config>, log: Logger): Promi
     audit,
     routes: app.locals.routes as RouteInfo[],
     firstStartKey,
+    host: hostAgent,
+    dataDir: config.dataDir,
+    runtime,
     async close() {
       await new Promise<void>((resolve) => {
         apiServer.close(() => resolve());
         apiServer.closeAllConnections();
       });
+      // Environments end with their host (the process sandbox dies with this process anyway).
+      await hostAgent?.close();
       await proxy.close();
       await upstream.close();
       await oauthHttp.close();

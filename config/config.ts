@@ -34,6 +34,18 @@ export interface Config {
     auditDays: number | null;
   };
   runtime: 'process' | 'qemu' | 'none';
+  /** The local environment host (issue 12; docs/environments.md). */
+  envHost: {
+    /** GATEWAY_RUNTIME_INSECURE: start the host even where the machine cannot isolate (said loudly). */
+    insecure: boolean;
+    /** GATEWAY_HOST_ID: stable id of this host (default: generated once into DATA_DIR/host-id). */
+    id: string | null;
+    /** GATEWAY_HOST_CPUS / GATEWAY_HOST_MEMORY_MIB: capacity offered to placement (defaults in docs). */
+    cpus: number | null;
+    memoryMib: number | null;
+    /** GATEWAY_ENVIRONMENTS_DIR: data disks and /run/service trees (default DATA_DIR/environments). */
+    environmentsDir: string | null;
+  };
   google: { clientId: string | null; clientSecret: string | null; authUrl: string; tokenUrl: string; revokeUrl: string };
   slack: { clientId: string | null; clientSecret: string | null; authUrl: string; tokenUrl: string; revokeUrl: string };
   chromiumPath: string;
@@ -84,6 +96,11 @@ const schema = Joi.object({
   SLACK_AUTH_URL: httpUrl.default('https://slack.com/oauth/v2/authorize'),
   SLACK_TOKEN_URL: httpUrl.default('https://slack.com/api/oauth.v2.access'),
   SLACK_REVOKE_URL: httpUrl.default('https://slack.com/api/auth.revoke'),
+  GATEWAY_RUNTIME_INSECURE: bool.default(false),
+  GATEWAY_HOST_ID: Joi.string().pattern(/^host_[0-9a-z_-]{1,34}$/).messages({ 'string.pattern.base': 'must look like host_<up to 34 of a-z 0-9 _ ->' }),
+  GATEWAY_HOST_CPUS: Joi.number().integer().min(1).max(100_000),
+  GATEWAY_HOST_MEMORY_MIB: Joi.number().integer().min(256).max(1_000_000_000),
+  GATEWAY_ENVIRONMENTS_DIR: Joi.string().min(1),
   CHROMIUM_PATH: Joi.string().min(1).default('/usr/bin/chromium'),
   LOG_LEVEL: Joi.string().valid('fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent').default('info'),
 }).unknown(true);
@@ -144,6 +161,13 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Readonly<Confi
       auditDays: value.GATEWAY_AUDIT_RETENTION_DAYS ?? null,
     }),
     runtime: value.GATEWAY_RUNTIME,
+    envHost: Object.freeze({
+      insecure: value.GATEWAY_RUNTIME_INSECURE,
+      id: nonEmpty(value.GATEWAY_HOST_ID),
+      cpus: value.GATEWAY_HOST_CPUS ?? null,
+      memoryMib: value.GATEWAY_HOST_MEMORY_MIB ?? null,
+      environmentsDir: nonEmpty(value.GATEWAY_ENVIRONMENTS_DIR),
+    }),
     google: {
       clientId: nonEmpty(value.GOOGLE_CLIENT_ID),
       clientSecret: nonEmpty(value.GOOGLE_CLIENT_SECRET),

@@ -92,6 +92,8 @@ export interface EnvironmentsDeps {
   defaultAgentVersion: (developerId: string) => Promise<string | null>;
   /** Called after a destroy commits: caches holding the environment's credentials drop them. */
   onDestroyed?: (environmentId: string) => void;
+  /** Called after a commit that changes what a host should do (create, desired state, config): the local host acts at once. */
+  onChange?: (environmentId: string) => void;
 }
 
 export function createEnvironmentsService(deps: EnvironmentsDeps) {
@@ -164,6 +166,7 @@ export function createEnvironmentsService(deps: EnvironmentsDeps) {
         await event(trx, row, 'created', 'api', { end_user_id: row.end_user_id, agent_version: row.agent_version, template: row.template });
         return row;
       });
+      deps.onChange?.(row.id);
       return { status: 201, environment: toEnvironment(row) };
     } catch (err) {
       if (!isUniqueViolation(err)) throw err;
@@ -204,6 +207,7 @@ export function createEnvironmentsService(deps: EnvironmentsDeps) {
     move: (row: EnvironmentRow, now: number) => { patch: Partial<EnvironmentRow>; events: Array<[string, Record<string, unknown>?]> } | null,
     after?: (trx: Tx, row: EnvironmentRow) => Promise<void>,
   ): Promise<Environment> {
+    let changed = false;
     const row = await withTx(db, async (trx) => {
       const row = await environmentsStore.getForUpdate(trx, developerId, id);
       if (!row) throw notFound();
@@ -214,8 +218,10 @@ export function createEnvironmentsService(deps: EnvironmentsDeps) {
       await environmentsStore.update(trx, id, { ...out.patch, updated_at: now });
       for (const [kind, data] of out.events) await event(trx, row, kind, 'api', data ?? {});
       if (after) await after(trx, next);
+      changed = true;
       return next;
     });
+    if (changed) deps.onChange?.(id);
     return toEnvironment(row);
   }
 
@@ -331,6 +337,7 @@ export function createEnvironmentsService(deps: EnvironmentsDeps) {
       await environmentsStore.putConfig(trx, { environment_id: id, env: toJson(config.env), files: toJson(config.files), updated_at: now });
       await event(trx, row, 'config_updated', 'api', { env: Object.keys(config.env), files: Object.keys(config.files) });
     });
+    deps.onChange?.(id);
     return config;
   }
 

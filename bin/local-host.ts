@@ -1,0 +1,93 @@
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { cpus, hostname, totalmem } from 'node:os';
+import { join, resolve } from 'node:path';
+import type { Config } from '../config/config.js';
+import type { Db } from '../store/db.js';
+import type { Clock } from '../lib/clock.js';
+import type { Logger } from '../lib/log.js';
+import { newId } from '../lib/ids.js';
+import type { RuntimeState } from '../environments/runtime.service.js';
+import { createHostAgent, type HostAgent } from '../hosts/host-agent.js';
+import { ProcessDriver } from '../hosts/drivers/process.js';
+import type { Surface } from '../hosts/driver.js';
+
+/**
+ * The environment host of this process (`npm start`, or `gateway host` alone against a
+ * shared MySQL): the driver GATEWAY_RUNTIME names, its isolation measured, and its agent.
+ *
+ * Where the machine cannot isolate (no namespaces, no cgroup freeze/kill/memory), the host
+ * does not start unless GATEWAY_RUNTIME_INSECURE=1, and then it says so loudly and
+ * reports what is missing in its capabilities. Without namespaces nothing can run at all.
+ */
+export interface LocalHostDeps {
+  config: Readonly<Config>;
+  db: Db;
+  clock: Clock;
+  log: Logger;
+  runtime: RuntimeState;
+  proxy: { host: string; port: number };
+  surfaceFor(environmentId: string): Promise<Surface | null>;
+}
+
+/** Default capacity: cpus are shares of time, so a host offers 16 per core; memory_mib is a ceiling, placement counts base memory against 8× RAM. */
+const CPU_OVERCOMMIT = 16;
+const MEMORY_OVERCOMMIT = 8;
+
+function hostIdFor(config: Readonly<Config>): string {
+  if (config.envHost.id) return config.envHost.id;
+  const file = join(config.dataDir, 'host-id');
+  if (existsSync(file)) {
+    const id = readFileSync(file, 'utf8').trim();
+    if (/^host_[0-9a-z_-]{1,34}$/.test(id)) return id;
+  }
+  const id = newId('host');
+  mkdirSync(config.dataDir, { recursive: true });
+  writeFileSync(file, `${id}\n`, { mode: 0o600 });
+  return id;
+}
+
+export async function startLocalHost(deps: LocalHostDeps): Promise<HostAgent | null> {
+  const { config, log } = deps;
+  if (config.runtime === 'none') return null;
+  if (config.runtime === 'qemu') {
+    log.error('GATEWAY_RUNTIME=qemu: the QEMU microVM driver is not built yet (issue 16); no host runs, environments stay pending');
+    return null;
+  }
+  const hostId = hostIdFor(config);
+  const driver = new ProcessDriver({
+    rootDir: resolve(config.envHost.environmentsDir ?? join(config.dataDir, 'environments')),
+    proxy: deps.proxy,
+    hostTag: hostId,
+    insecure: config.envHost.insecure,
+    log,
+  });
+  const caps = driver.capabilities();
+  if (!caps.namespaces) {
+    log.error({ missing: caps.missing }, 'environment host NOT started: this machine cannot give environments their own namespaces, so nothing could run sealed; environments stay pending');
+    return null;
+  }
+  if (!driver.isolated()) {
+    if (!config.envHost.insecure) {
+      log.error({ missing: caps.missing }, 'environment host NOT started: isolation is incomplete on this machine (set GATEWAY_RUNTIME_INSECURE=1 to run anyway); environments stay pending');
+      return null;
+    }
+    log.warn({ missing: caps.missing }, '!!! GATEWAY_RUNTIME_INSECURE=1: the environment host runs WITHOUT part of its isolation; see the host\'s capabilities !!!');
+  }
+  const agent = createHostAgent({
+    db: deps.db,
+    clock: deps.clock,
+    log,
+    driver,
+    runtime: deps.runtime,
+    hostId,
+    name: hostname(),
+    capacity: {
+      cpus: config.envHost.cpus ?? cpus().length * CPU_OVERCOMMIT,
+      memoryMib: config.envHost.memoryMib ?? Math.floor((totalmem() / 1024 / 1024) * MEMORY_OVERCOMMIT),
+    },
+    surfaceFor: deps.surfaceFor,
+  });
+  await agent.start();
+  log.info({ host_id: hostId, driver: driver.name, capabilities: caps }, 'environment host started');
+  return agent;
+}
