@@ -9,6 +9,8 @@ import { startService } from './service.js';
 
 const USAGE = `usage: gateway <command>
   start                 run everything in one process (API, proxy, jobs, host, browser broker)
+  host                  run an environment host alone (with the proxy its VMs use and a job
+                        worker) against a shared MySQL; see docs/environments.md
   migrate               apply database migrations and exit
   keys create [label]   create an API key for the default developer; prints it once
   keys list             list API keys (ids and last four characters only)
@@ -43,10 +45,11 @@ async function main(argv: string[]): Promise<number> {
   }
   const log = createLogger(config.logLevel);
 
-  if (command === 'start') {
-    const svc = await startService(config, log);
+  if (command === 'start' || command === 'host') {
+    const svc = await startService(config, log, { api: command === 'start' });
     if (svc.firstStartKey) printFirstKey(svc.firstStartKey, svc.baseUrl);
-    log.info({ api_url: svc.apiUrl, proxy_url: svc.proxyUrl, base_url: svc.baseUrl }, 'ready');
+    if (command === 'host' && !svc.host) log.error('gateway host: no environment host could start (see above)');
+    log.info({ api_url: svc.apiUrl || null, proxy_url: svc.proxyUrl, base_url: svc.baseUrl, host_id: svc.host?.hostId ?? null }, 'ready');
     const stop = async (signal: string) => {
       log.info({ signal }, 'shutting down');
       await svc.close();

@@ -29,9 +29,14 @@ export interface LocalHostDeps {
   surfaceFor(environmentId: string): Promise<Surface | null>;
 }
 
-/** Default capacity: cpus are shares of time, so a host offers 16 per core; memory_mib is a ceiling, placement counts base memory against 8× RAM. */
-const CPU_OVERCOMMIT = 16;
-const MEMORY_OVERCOMMIT = 8;
+/**
+ * Default capacity for the process runtime, where an idle sandbox costs a few MiB and no
+ * CPU (bench/environments): `cpus` is a quota ceiling, not a reservation, so a host offers
+ * 256 per core; placement counts base_memory_mib against 32× RAM. Set GATEWAY_HOST_CPUS
+ * and GATEWAY_HOST_MEMORY_MIB to size a host for what its environments really do.
+ */
+const CPU_OVERCOMMIT = 256;
+const MEMORY_OVERCOMMIT = 32;
 
 function hostIdFor(config: Readonly<Config>): string {
   if (config.envHost.id) return config.envHost.id;

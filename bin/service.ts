@@ -134,7 +134,11 @@ function answerUnparsable(err: Error & { code?: string }, socket: import('node:s
 const OAUTH_TIMEOUT_MS = 10_000;
 
 /** The composition root: builds every part from the config and starts it in this process. */
-export async function startService(config: Readonly<Config>, log: Logger): Promise<RunningService> {
+/**
+ * `opts.api: false` is `gateway host`: the environment host, the gateway proxy its VMs
+ * use and the job worker, without the management API (docs/environments.md, Several hosts).
+ */
+export async function startService(config: Readonly<Config>, log: Logger, opts: { api?: boolean } = {}): Promise<RunningService> {
   mkdirSync(config.dataDir, { recursive: true });
   const keyring = new Keyring([loadMasterKey(config.masterKey, config.dataDir, log)]);
   const clock = new ServiceClock();
@@ -376,14 +380,14 @@ export async function startService(config: Readonly<Config>, log: Logger): Promi
   }));
   const app = createApp({ log, accounts, routers, publicRouters: [decisionRouter({ approvals, accounts }), oauthCallbackRouter({ callback })] });
 
-  const apiServer = createServer(app);
-  apiServer.on('clientError', answerUnparsable);
-  const apiPort = await listen(apiServer, config.host, config.apiPort);
-  const apiUrl = `http://${urlHost(config.host)}:${apiPort}`;
-  const baseUrl = config.baseUrl ?? apiUrl;
+  const apiServer = opts.api === false ? null : createServer(app);
+  apiServer?.on('clientError', answerUnparsable);
+  const apiPort = apiServer ? await listen(apiServer, config.host, config.apiPort) : config.apiPort;
+  const apiUrl = apiServer ? `http://${urlHost(config.host)}:${apiPort}` : '';
+  const baseUrl = config.baseUrl ?? (apiUrl || `http://${urlHost(config.host)}:${config.apiPort}`);
   publicBaseUrl = baseUrl;
   const base = new URL(baseUrl);
-  upstream.guard.forbidPort(apiPort);
+  if (apiPort) upstream.guard.forbidPort(apiPort);
   for (const [h, p] of [[config.host, apiPort], ['localhost', apiPort], ['127.0.0.1', apiPort], [base.hostname, Number(base.port) || (base.protocol === 'https:' ? 443 : 80)]] as const) {
     managementTargets.add(`${canonicalHost(h) ?? h.toLowerCase()}:${p}`);
   }
@@ -407,10 +411,12 @@ export async function startService(config: Readonly<Config>, log: Logger): Promi
     dataDir: config.dataDir,
     runtime,
     async close() {
-      await new Promise<void>((resolve) => {
-        apiServer.close(() => resolve());
-        apiServer.closeAllConnections();
-      });
+      if (apiServer) {
+        await new Promise<void>((resolve) => {
+          apiServer.close(() => resolve());
+          apiServer.closeAllConnections();
+        });
+      }
       // Environments end with their host (the process sandbox dies with this process anyway).
       await hostAgent?.close();
       await proxy.close();

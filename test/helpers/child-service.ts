@@ -31,9 +31,9 @@ export function killGroup(child: ChildProcess, signal: NodeJS.Signals = 'SIGKILL
  * Starts `gateway start` exactly as `npm start` does (`tsx bin/gateway.ts start`) with the
  * given environment on top of this process's, and resolves once it logged its ready line.
  */
-export function startChildService(env: Record<string, string>, opts: { cwd?: string; timeoutMs?: number; detached?: boolean } = {}): Promise<ChildService> {
+export function startChildService(env: Record<string, string>, opts: { cwd?: string; timeoutMs?: number; detached?: boolean; command?: 'start' | 'host' } = {}): Promise<ChildService> {
   // detached: a process group of its own, for killGroup (tsx runs the service in a child node process).
-  const child = spawn(TSX, [GATEWAY, 'start'], { cwd: opts.cwd ?? ROOT, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'], detached: opts.detached ?? false });
+  const child = spawn(TSX, [GATEWAY, opts.command ?? 'start'], { cwd: opts.cwd ?? ROOT, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'], detached: opts.detached ?? false });
   const lines: string[] = [];
   let exited: number | null | undefined;
   const exit = new Promise<number | null>((r) => child.once('exit', (code) => r((exited = code))));

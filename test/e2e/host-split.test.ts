@@ -1,0 +1,64 @@
+import { expect } from 'chai';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { randomBytes } from 'node:crypto';
+import { startChildService, type ChildService } from '../helpers/child-service.js';
+import { client } from '../helpers/service.js';
+import { freshDatabaseUrl } from '../helpers/db.js';
+import { runtimeUnavailable, waitState } from '../helpers/runtime.js';
+
+/**
+ * A split deployment (issue 12, item 1): `gateway start` with no local host
+ * (GATEWAY_RUNTIME=none) serves the API; `gateway host` alone, on the same store, master
+ * key and DATA_DIR, places and runs the environment. The host registers with its
+ * capabilities, and marks itself offline when it stops.
+ */
+describe('gateway host: an environment host alone on a shared store', function () {
+  this.timeout(90_000);
+  const dataDir = mkdtempSync(join(tmpdir(), 'gw-split-'));
+  const db = freshDatabaseUrl();
+  const key = `sk_${randomBytes(20).toString('hex')}`;
+  const shared = {
+    DATABASE_URL: db.url, DATA_DIR: dataDir, API_PORT: '0', PROXY_PORT: '0',
+    GATEWAY_MASTER_KEY: randomBytes(32).toString('base64'), GATEWAY_BOOTSTRAP_API_KEY: key, LOG_LEVEL: 'info',
+  };
+  let api: ChildService | null = null;
+  let host: ChildService | null = null;
+
+  before(function () {
+    const why = runtimeUnavailable();
+    if (why) {
+      console.log(`      skipped: ${why}`);
+      this.skip();
+    }
+  });
+  after(async () => {
+    await host?.stop();
+    await api?.stop();
+    await db.drop();
+    rmSync(dataDir, { recursive: true, force: true });
+  });
+
+  it('the API process takes the create; the host process runs it; the host goes offline when it stops', async () => {
+    api = await startChildService({ ...shared, GATEWAY_RUNTIME: 'none' }, { timeoutMs: 40_000 });
+    const c = client(api.ready.api_url, key);
+    const created = await c.post('/v1/environments', { end_user_id: 'split-user', resources: { cpus: 1, memory_mib: 512 } });
+    expect(created.status).to.equal(201);
+    host = await startChildService({ ...shared, GATEWAY_RUNTIME: 'process', GATEWAY_HOST_ID: 'host_split1' }, { command: 'host', timeoutMs: 40_000 });
+    expect(host.ready.api_url).to.equal(null);
+    expect(host.ready.host_id).to.equal('host_split1');
+    const running = await waitState(c, created.body.id, 'running', 20_000);
+    expect(running.host_id).to.equal('host_split1');
+    const hosts = (await c.get('/v1/hosts')).body.data;
+    expect(hosts.find((h: any) => h.id === 'host_split1')).to.include({ status: 'online', driver: 'process' });
+    // Exec is served by the process that runs the host (docs/environments.md, Several hosts).
+    const ex = await c.post(`/v1/environments/${created.body.id}/exec`, { command: ['true'] });
+    expect(ex.status).to.equal(503);
+    expect(ex.body.error).to.equal('host_unavailable');
+    expect(await host.stop()).to.equal(0);
+    host = null;
+    const after = (await c.get('/v1/hosts')).body.data.find((h: any) => h.id === 'host_split1');
+    expect(after.status).to.equal('offline');
+  });
+});
