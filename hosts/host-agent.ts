@@ -38,6 +38,9 @@ export interface HostAgentDeps {
   surfaceMs?: number;
 }
 
+/** Environments reconciled at the same time by one host. */
+const RECONCILE_LANES = 6;
+
 function specOf(row: EnvironmentRow): VmSpec {
   return { id: row.id, cpus: Number(row.cpus), memoryMib: Number(row.memory_mib), diskGib: Number(row.disk_gib) };
 }
@@ -229,9 +232,18 @@ export function createHostAgent(deps: HostAgentDeps) {
         if (performance.now() - lastHeartbeat >= heartbeatMs) await heartbeat();
         await place();
         const rows = await runtime.onHost(hostId);
-        await Promise.all(rows.filter((r) => needsWork(r)).map((r) => serialized(r.id, () => reconcileOne(r.id)).catch((err) => {
-          log.error({ err, environment_id: r.id }, 'reconcile failed');
-        })));
+        // A few at a time: 200 environments created by one batch must not start 200
+        // sandboxes at once on a 2-core host (each start would time out).
+        const work = rows.filter((r) => needsWork(r));
+        const lanes = Array.from({ length: Math.min(RECONCILE_LANES, work.length) }, async () => {
+          for (let r = work.shift(); r; r = work.shift()) {
+            const row = r;
+            await serialized(row.id, () => reconcileOne(row.id)).catch((err) => {
+              log.error({ err, environment_id: row.id }, 'reconcile failed');
+            });
+          }
+        });
+        await Promise.all(lanes);
         if (performance.now() - lastSurface >= surfaceMs) {
           lastSurface = performance.now();
           await refreshSurfaces(rows);

@@ -305,7 +305,7 @@ export class ProcessDriver implements HostDriver {
     return new Promise((resolve, reject) => {
       let buf = '';
       const info = proc.stdio[3] as NodeJS.ReadableStream;
-      const timer = setTimeout(() => done(new DriverError('start_failed', 'the sandbox did not start within 10 s')), 10_000);
+      const timer = setTimeout(() => done(new DriverError('start_failed', 'the sandbox did not start within 30 s')), 30_000);
       const done = (err: Error | null, pid?: number): void => {
         clearTimeout(timer);
         info.removeAllListeners('data');
@@ -328,7 +328,8 @@ export class ProcessDriver implements HostDriver {
   /** Running means the relay listens: an exec right after start reaches the gateway. */
   async #waitRelay(initPid: number, proc: ChildProcess, stderr: () => string): Promise<void> {
     const hex = `:${RELAY_PORT.toString(16).toUpperCase().padStart(4, '0')} `;
-    for (let i = 0; i < 2500; i++) {
+    const deadline = performance.now() + 30_000;
+    while (performance.now() < deadline) {
       if (proc.exitCode !== null || proc.signalCode !== null) {
         throw new DriverError('start_failed', `the sandbox exited at start: ${stderr().trim().slice(0, 300)}`);
       }
