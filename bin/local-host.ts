@@ -10,6 +10,7 @@ import type { RuntimeState } from '../environments/runtime.service.js';
 import { createHostAgent, type HostAgent } from '../hosts/host-agent.js';
 import { ProcessDriver } from '../hosts/drivers/process.js';
 import type { Surface } from '../hosts/driver.js';
+import { controlHandler, type ControlPorts } from '../hosts/control-socket.js';
 
 /**
  * The environment host of this process (`npm start`, or `gateway host` alone against a
@@ -27,6 +28,8 @@ export interface LocalHostDeps {
   runtime: RuntimeState;
   proxy: { host: string; port: number };
   surfaceFor(environmentId: string): Promise<Surface | null>;
+  /** What the control socket answers (hosts/control-socket.ts). */
+  control: ControlPorts;
 }
 
 /**
@@ -65,6 +68,7 @@ export async function startLocalHost(deps: LocalHostDeps): Promise<HostAgent | n
     hostTag: hostId,
     insecure: config.envHost.insecure,
     log,
+    control: (environmentId) => controlHandler(deps.control, environmentId),
   });
   const caps = driver.capabilities();
   if (!caps.namespaces) {

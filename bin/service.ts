@@ -355,6 +355,7 @@ export async function startService(config: Readonly<Config>, log: Logger, opts: 
     config, db, clock, log, runtime: runtimeState,
     proxy: { host: wildcardBind ? '127.0.0.1' : config.host, port: proxy.port },
     surfaceFor,
+    control: { connections: (environmentId) => standIns.listed(environmentId) },
   });
   const runtime = createRuntimeService({
     db, clock, runtime: runtimeState, envFor,

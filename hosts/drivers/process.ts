@@ -2,6 +2,7 @@ import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { chmodSync, chownSync, existsSync, mkdirSync, readFileSync, renameSync, rmSync, writeFileSync, readdirSync } from 'node:fs';
 import { createServer, connect, type Server, type Socket } from 'node:net';
+import { createServer as createHttpServer, type RequestListener, type Server as HttpServer } from 'node:http';
 import { join } from 'node:path';
 import type { Logger } from '../../lib/log.js';
 import { Cgroups } from '../cgroups.js';
@@ -43,6 +44,8 @@ export interface ProcessDriverOptions {
   hostTag: string;
   /** GATEWAY_RUNTIME_INSECURE=1: run without the parts of the isolation the machine lacks. */
   insecure: boolean;
+  /** Serves the environment's /run/service/control.sock (hosts/control-socket.ts). */
+  control?: (environmentId: string) => RequestListener;
   log: Logger;
 }
 
@@ -62,6 +65,7 @@ interface Vm {
   status: 'running' | 'suspended';
   bridge: Server;
   bridgeSockets: Set<Socket>;
+  control: HttpServer | null;
   /** Set while the host stops it: its exit is not news. */
   expectedExit: boolean;
   exited: Promise<void>;
@@ -247,6 +251,20 @@ export class ProcessDriver implements HostDriver {
       bridge.listen(sockPath, () => resolve());
     });
     chmodSync(sockPath, 0o666);
+    // The control socket: one per environment, so the socket is the identity.
+    let control: HttpServer | null = null;
+    if (this.opts.control) {
+      const ctlPath = join(service, 'control.sock');
+      rmSync(ctlPath, { force: true });
+      control = createHttpServer(this.opts.control(spec.id));
+      control.headersTimeout = 10_000;
+      control.requestTimeout = 30_000;
+      await new Promise<void>((resolve, reject) => {
+        control!.once('error', reject);
+        control!.listen(ctlPath, () => resolve());
+      });
+      chmodSync(ctlPath, 0o666);
+    }
 
     this.#cgroups.remove(spec.id);
     this.#cgroups.create(spec.id, { cpus: spec.cpus, memoryMib: spec.memoryMib, pidsMax: PIDS_MAX });
@@ -284,7 +302,7 @@ export class ProcessDriver implements HostDriver {
     try {
       const initPid = await this.#readChildPid(proc, () => stderr);
       await this.#waitRelay(initPid, proc, () => stderr);
-      const vm: Vm = { spec, proc, initPid, status: 'running', bridge, bridgeSockets, expectedExit: false, exited, execSeq: 0 };
+      const vm: Vm = { spec, proc, initPid, status: 'running', bridge, bridgeSockets, control, expectedExit: false, exited, execSeq: 0 };
       this.#vms.set(spec.id, vm);
       proc.once('exit', (code, signal) => {
         if (this.#vms.get(spec.id) !== vm) return;
@@ -296,6 +314,7 @@ export class ProcessDriver implements HostDriver {
       proc.kill('SIGKILL');
       await this.#cgroups.kill(spec.id);
       bridge.close();
+      control?.close();
       this.#cgroups.remove(spec.id);
       throw err instanceof DriverError ? err : new DriverError('start_failed', (err as Error).message);
     }
@@ -346,6 +365,8 @@ export class ProcessDriver implements HostDriver {
 
   #teardown(id: string, vm: Vm): void {
     vm.bridge.close();
+    vm.control?.close();
+    vm.control?.closeAllConnections();
     for (const s of vm.bridgeSockets) s.destroy();
     this.#cgroups.remove(id);
   }

@@ -32,7 +32,7 @@ describe('environments runtime (process sandbox)', function () {
     writeFileSync(join(dir, 'upstream-ca.pem'), up.ca.certPem);
     t = await startTestService({
       GATEWAY_RUNTIME: 'process',
-      GATEWAY_UPSTREAM_OVERRIDES: `api.example.com=127.0.0.1:${up.port}`,
+      GATEWAY_UPSTREAM_OVERRIDES: ['api.example.com', 'oauth2.googleapis.com', 'gmail.googleapis.com'].map((h) => `${h}=127.0.0.1:${up.port}`).join(','),
       GATEWAY_UPSTREAM_CA_FILE: join(dir, 'upstream-ca.pem'),
     });
     const created = await t.api.post('/v1/environments', {
@@ -96,6 +96,55 @@ describe('environments runtime (process sandbox)', function () {
   it('python and node inside trust the gateway CA with no set-up', async () => {
     const py = await sh(t.api, env.id, `python3 -c "import urllib.request,os; print(urllib.request.urlopen(urllib.request.Request('https://api.example.com/py', headers={'Authorization': 'Bearer '+os.environ['API_KEY']})).status)"`);
     expect(py.stdout.trim(), py.stderr).to.equal('200');
+  });
+
+  it('a connection\'s stand-in reaches /run/service/connections and the control socket; the gateway swaps it for the real token', async () => {
+    const GOOGLE_TOKEN = 'ya29.real-google-access-token-never-inside';
+    const respond = up.respond;
+    let scope = '';
+    up.respond = (req, res) => {
+      if (req.url === '/token') {
+        res.writeHead(200, { 'content-type': 'application/json' });
+        return res.end(JSON.stringify({ access_token: GOOGLE_TOKEN, refresh_token: '1//r', expires_in: 3599, scope, token_type: 'Bearer' }));
+      }
+      respond(req, res);
+    };
+    await t.api.put('/v1/oauth-clients/google', { client_id: 'g', client_secret: 'gs' });
+    const link = await t.api.post('/v1/connections/authorize', { end_user_id: 'runtime-user', connectors: ['gmail'], return_url: 'https://app.example.com/done' });
+    expect(link.status, link.text).to.equal(201);
+    const state = new URL(link.body.url).searchParams.get('state')!;
+    scope = new URL(link.body.url).searchParams.get('scope')!;
+    const cb = await fetch(`${t.url}/v1/oauth/google/callback?${new URLSearchParams({ state, code: 'c1' })}`, { redirect: 'manual' });
+    expect(new URL(cb.headers.get('location')!).searchParams.get('status'), cb.headers.get('location')!).to.equal('ok');
+    const standIn = (await t.api.get(`/v1/environments/${env.id}/stand-in-tokens`)).body.data[0].token as string;
+    const t0 = Date.now();
+    let file = '';
+    while (Date.now() - t0 < 10_000) {
+      file = (await sh(t.api, env.id, 'cat /run/service/connections/gmail 2>/dev/null || true')).stdout;
+      if (file) break;
+      await new Promise((r) => setTimeout(r, 200));
+    }
+    expect(file).to.equal(standIn);
+    const ctl = await sh(t.api, env.id, 'curl -sS --unix-socket /run/service/control.sock http://control/connections; echo; curl -s -o /dev/null -w "%{http_code}" --unix-socket /run/service/control.sock http://control/nope');
+    const [listed, notFound] = ctl.stdout.split('\n');
+    expect(JSON.parse(listed!).data).to.deep.equal([{ connector: 'gmail', connection_id: JSON.parse(listed!).data[0].connection_id, token: standIn }]);
+    expect(notFound).to.equal('404');
+    await t.api.put(`/v1/environments/${env.id}/policy`, { rules: [{ connector: 'secret:API_KEY', category: 'read', effect: 'allow' }, { connector: 'gmail', category: 'read', effect: 'allow' }] });
+    up.seen.length = 0;
+    const r = await sh(t.api, env.id, 'curl -sS -H "Authorization: Bearer $(cat /run/service/connections/gmail)" https://gmail.googleapis.com/gmail/v1/users/me/messages');
+    expect(r.exit_code, r.stderr).to.equal(0);
+    expect(up.seen.at(-1)!.headers.authorization).to.equal(`Bearer ${GOOGLE_TOKEN}`);
+    const inside = await sh(t.api, env.id, 'grep -r . /run/service /home/agent 2>/dev/null; printenv');
+    expect(inside.stdout).to.not.include(GOOGLE_TOKEN);
+    up.respond = respond;
+  });
+
+  it('memory_mib is a ceiling: a process that allocates past it is killed, the environment lives on', async () => {
+    const r = await exec(t.api, env.id, ['python3', '-c', 'b = bytearray(700 * 1024 * 1024); print("allocated")']);
+    expect(r.status).to.equal(200);
+    expect(r.body.stdout).to.not.include('allocated');
+    expect(r.body.exit_code).to.equal(137);
+    expect((await sh(t.api, env.id, 'echo alive')).stdout).to.equal('alive\n');
   });
 
   describe('escape attempts from inside', () => {
