@@ -30,6 +30,8 @@ export interface LocalHostDeps {
   surfaceFor(environmentId: string): Promise<Surface | null>;
   /** What the control socket answers (hosts/control-socket.ts). */
   control: ControlPorts;
+  /** Starts serving the agent to other processes; returns the endpoint it registers. */
+  serve?: (agent: HostAgent) => Promise<string | null>;
 }
 
 /**
@@ -95,7 +97,10 @@ export async function startLocalHost(deps: LocalHostDeps): Promise<HostAgent | n
       memoryMib: config.envHost.memoryMib ?? Math.floor((totalmem() / 1024 / 1024) * MEMORY_OVERCOMMIT),
     },
     surfaceFor: deps.surfaceFor,
+    endpoint: () => endpoint,
   });
+  let endpoint: string | null = null;
+  if (deps.serve) endpoint = await deps.serve(agent);
   await agent.start();
   log.info({ host_id: hostId, driver: driver.name, capabilities: caps }, 'environment host started');
   return agent;

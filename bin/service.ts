@@ -63,6 +63,7 @@ import type { HostAgent } from '../hosts/host-agent.js';
 import type { Surface } from '../hosts/driver.js';
 import { runtimeRouter } from '../api/routes/runtime.js';
 import { startLocalHost } from './local-host.js';
+import { hostToken, remoteHost, startHostRpc } from '../hosts/rpc.js';
 import { environmentsStore } from '../environments/environments.store.js';
 import { fromJson } from '../store/db.js';
 
@@ -164,6 +165,9 @@ export async function startService(config: Readonly<Config>, log: Logger, opts: 
     onChange: () => hostAgent?.notify(),
   });
   let hostAgent: HostAgent | null = null;
+  let hostRpc: { port: number; close(): Promise<void> } | null = null;
+  const hostRpcKey = keyring.deriveSubkey('host-rpc');
+  const hostRpcClient = new Agent({ keepAliveTimeout: 10_000 });
   const runtimeState: RuntimeState = createRuntimeState({ db, clock, onChange: () => hostAgent?.notify() });
   const wakeups = createWakeupsService({ db, clock });
   const schedules = createSchedulesService({ db, clock });
@@ -356,10 +360,18 @@ export async function startService(config: Readonly<Config>, log: Logger, opts: 
     proxy: { host: wildcardBind ? '127.0.0.1' : config.host, port: proxy.port },
     surfaceFor,
     control: { connections: (environmentId) => standIns.listed(environmentId) },
+    // Exec and files for API processes elsewhere (hosts/rpc.ts); never a gateway target.
+    serve: async (agent) => {
+      hostRpc = await startHostRpc({ agent, subkey: hostRpcKey, host: config.host, port: config.envHost.rpcPort });
+      upstream.guard.forbidPort(hostRpc.port);
+      for (const h of [config.host, 'localhost', '127.0.0.1']) managementTargets.add(`${canonicalHost(h) ?? h}:${hostRpc.port}`);
+      return config.envHost.rpcUrl ?? `http://${urlHost(wildcardBind ? proxyHost : config.host)}:${hostRpc.port}`;
+    },
   });
   const runtime = createRuntimeService({
     db, clock, runtime: runtimeState, envFor,
     agents: () => (hostAgent ? new Map([[hostAgent.hostId, hostAgent]]) : new Map()),
+    remote: (host) => (host.endpoint ? remoteHost(host.endpoint, hostToken(hostRpcKey, host.id), hostRpcClient) : null),
   });
   jobs.define('hosts-offline', async () => {
     await runtime.sweepOfflineHosts();
@@ -419,7 +431,9 @@ export async function startService(config: Readonly<Config>, log: Logger, opts: 
         });
       }
       // Environments end with their host (the process sandbox dies with this process anyway).
+      await hostRpc?.close();
       await hostAgent?.close();
+      await hostRpcClient.close();
       await proxy.close();
       await upstream.close();
       await oauthHttp.close();

@@ -45,6 +45,10 @@ export interface Config {
     memoryMib: number | null;
     /** GATEWAY_ENVIRONMENTS_DIR: data disks and /run/service trees (default DATA_DIR/environments). */
     environmentsDir: string | null;
+    /** GATEWAY_HOST_RPC_PORT: where the host serves exec and files to other processes (0: any free port). */
+    rpcPort: number;
+    /** GATEWAY_HOST_RPC_URL: the address other processes use for it (default http://HOST:port). */
+    rpcUrl: string | null;
   };
   google: { clientId: string | null; clientSecret: string | null; authUrl: string; tokenUrl: string; revokeUrl: string };
   slack: { clientId: string | null; clientSecret: string | null; authUrl: string; tokenUrl: string; revokeUrl: string };
@@ -101,6 +105,8 @@ const schema = Joi.object({
   GATEWAY_HOST_CPUS: Joi.number().integer().min(1).max(100_000),
   GATEWAY_HOST_MEMORY_MIB: Joi.number().integer().min(256).max(1_000_000_000),
   GATEWAY_ENVIRONMENTS_DIR: Joi.string().min(1),
+  GATEWAY_HOST_RPC_PORT: port.default(0),
+  GATEWAY_HOST_RPC_URL: httpUrl.allow(''),
   CHROMIUM_PATH: Joi.string().min(1).default('/usr/bin/chromium'),
   LOG_LEVEL: Joi.string().valid('fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent').default('info'),
 }).unknown(true);
@@ -167,6 +173,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Readonly<Confi
       cpus: value.GATEWAY_HOST_CPUS ?? null,
       memoryMib: value.GATEWAY_HOST_MEMORY_MIB ?? null,
       environmentsDir: nonEmpty(value.GATEWAY_ENVIRONMENTS_DIR),
+      rpcPort: value.GATEWAY_HOST_RPC_PORT,
+      rpcUrl: nonEmpty(value.GATEWAY_HOST_RPC_URL)?.replace(/\/+$/, '') ?? null,
     }),
     google: {
       clientId: nonEmpty(value.GOOGLE_CLIENT_ID),

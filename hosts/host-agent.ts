@@ -29,6 +29,8 @@ export interface HostAgentDeps {
   hostId: string;
   name: string;
   capacity: { cpus: number; memoryMib: number };
+  /** Where this host serves exec and files for other processes (read at registration). */
+  endpoint?: () => string | null;
   /** What the VM's /run/service and its processes' variables hold, built from the store. */
   surfaceFor(environmentId: string): Promise<Surface | null>;
   /** How often the store is polled for other processes' changes. */
@@ -103,6 +105,7 @@ export function createHostAgent(deps: HostAgentDeps) {
       started_at: now,
       last_heartbeat_at: now,
       created_at: existing?.created_at ?? now,
+      endpoint: deps.endpoint?.() ?? null,
     };
     await hostsStore.upsert(db, row);
     lastHeartbeat = performance.now();
@@ -330,6 +333,10 @@ export function createHostAgent(deps: HostAgentDeps) {
     return driver.exec(id, req);
   }
 
+  function isRunning(id: string): boolean {
+    return driver.status(id) === 'running';
+  }
+
   return {
     hostId,
     driver,
@@ -339,6 +346,7 @@ export function createHostAgent(deps: HostAgentDeps) {
     heartbeat,
     nextChange,
     exec,
+    isRunning,
     readFile: (id: string, path: string, max: number) => driver.readFile(id, path, max),
     writeFile: (id: string, path: string, data: Buffer) => driver.writeFile(id, path, data),
     /** For tests and the benchmark: one pass now. */

@@ -12,6 +12,8 @@ export interface HostRow {
   started_at: number;
   last_heartbeat_at: number;
   created_at: number;
+  /** Where it serves exec and files for other processes (hosts/rpc.ts); null: nowhere. */
+  endpoint: string | null;
 }
 
 export const hostsStore = {

@@ -7,7 +7,8 @@ import type { RuntimeState } from '../environments/runtime.service.js';
 import type { EnvironmentRow } from '../environments/environments.store.js';
 import { hostsStore } from './hosts.store.js';
 import { DATA_DISK, DriverError, type ExecResult } from './driver.js';
-import type { HostAgent } from './host-agent.js';
+import type { HostHandle } from './rpc.js';
+import type { HostRow } from './hosts.store.js';
 
 /**
  * Exec and files (decisions.md; issue 12, item 5): the API's way into an environment.
@@ -42,7 +43,9 @@ export interface RuntimeServiceDeps {
   clock: Clock;
   runtime: RuntimeState;
   /** The host agents in this process, by host id. */
-  agents: () => ReadonlyMap<string, HostAgent>;
+  agents: () => ReadonlyMap<string, HostHandle>;
+  /** A host in another process, reached at its endpoint (hosts/rpc.ts); null when it has none. */
+  remote?: (host: HostRow) => HostHandle | null;
   /** The variables every process in the environment starts with. */
   envFor(environmentId: string): Promise<Record<string, string>>;
   placeTimeoutMs?: number;
@@ -86,7 +89,7 @@ export function createRuntimeService(deps: RuntimeServiceDeps) {
   const offlineAfterMs = deps.offlineAfterMs ?? 30_000;
 
   /** Records the call as activity (waking the environment) and waits until it runs. */
-  async function ready(developerId: string, id: string, call: string): Promise<{ row: EnvironmentRow; agent: HostAgent }> {
+  async function ready(developerId: string, id: string, call: string): Promise<{ row: EnvironmentRow; agent: HostHandle }> {
     await runtime.activity(developerId, id, call);
     const t0 = performance.now();
     for (;;) {
@@ -96,15 +99,16 @@ export function createRuntimeService(deps: RuntimeServiceDeps) {
       if (row.host_id) {
         // A host in this process is alive by definition (a test clock moved past its last
         // heartbeat does not make it offline); another one is judged by its heartbeat.
-        const agent = deps.agents().get(row.host_id);
+        let agent = deps.agents().get(row.host_id) ?? null;
         if (!agent) {
           const host = await hostsStore.get(db, row.host_id);
           if (!host || host.status === 'offline' || clock.nowMs() - Number(host.last_heartbeat_at) > offlineAfterMs) {
             throw new ServiceError('host_unavailable', 'the environment\'s host is offline');
           }
+          agent = deps.remote?.(host) ?? null;
+          if (!agent) throw new ServiceError('host_unavailable', 'the environment\'s host serves no endpoint this process can reach');
         }
-        if (!agent) throw new ServiceError('host_unavailable', 'the environment\'s host cannot be reached from this process');
-        if (row.state === 'running' && agent.driver.status(id) === 'running') return { row, agent };
+        if (row.state === 'running' && (agent.isRunning(id) ?? true)) return { row, agent };
         if (row.desired_state !== 'running') await runtime.activity(developerId, id, call);
         if (performance.now() - t0 > runTimeoutMs) throw new ServiceError('environment_not_running', `the environment did not start within ${runTimeoutMs / 1000} seconds`);
         agent.notify();
@@ -180,7 +184,7 @@ export function createRuntimeService(deps: RuntimeServiceDeps) {
 
   /** Marks hosts whose heartbeat stopped as offline (a job). */
   async function sweepOfflineHosts(): Promise<string[]> {
-    for (const a of deps.agents().values()) await a.heartbeat();
+    for (const a of deps.agents().values()) await a.heartbeat?.();
     return hostsStore.sweepOffline(db, clock.nowMs() - offlineAfterMs);
   }
 

@@ -3,6 +3,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { randomBytes } from 'node:crypto';
+import { request } from 'undici';
 import { startChildService, type ChildService } from '../helpers/child-service.js';
 import { client } from '../helpers/service.js';
 import { freshDatabaseUrl } from '../helpers/db.js';
@@ -25,6 +26,17 @@ describe('gateway host: an environment host alone on a shared store', function (
   };
   let api: ChildService | null = null;
   let host: ChildService | null = null;
+
+  /** The endpoint a host registered, read from the store as an API process would. */
+  async function rpcEndpoint(id: string): Promise<string> {
+    const { createDb, parseDatabaseUrl } = await import('../../store/db.js');
+    const knex = await createDb(parseDatabaseUrl(db.url)!);
+    try {
+      return (await knex('hosts').where({ id }).first()).endpoint;
+    } finally {
+      await knex.destroy();
+    }
+  }
 
   before(function () {
     const why = runtimeUnavailable();
@@ -52,13 +64,39 @@ describe('gateway host: an environment host alone on a shared store', function (
     expect(running.host_id).to.equal('host_split1');
     const hosts = (await c.get('/v1/hosts')).body.data;
     expect(hosts.find((h: any) => h.id === 'host_split1')).to.include({ status: 'online', driver: 'process' });
-    // Exec is served by the process that runs the host (docs/environments.md, Several hosts).
-    const ex = await c.post(`/v1/environments/${created.body.id}/exec`, { command: ['true'] });
-    expect(ex.status).to.equal(503);
-    expect(ex.body.error).to.equal('host_unavailable');
+    const row = await rpcEndpoint('host_split1');
+    const denied = await request(`${row}/exec`, { method: 'POST', headers: { authorization: 'Bearer nope' }, body: '{}' });
+    expect(denied.statusCode).to.equal(401);
+    await denied.body.dump();
+    // Exec and files from the API process reach the host over its RPC endpoint.
+    const id = created.body.id;
+    const ex = await c.post(`/v1/environments/${id}/exec`, { command: ['/bin/sh', '-c', 'cat; echo " $SERVICE_ENVIRONMENT_ID"; exit 5'], stdin: 'via-rpc' });
+    expect(ex.status, ex.text).to.equal(200);
+    expect(ex.body).to.include({ exit_code: 5, stdout: `via-rpc ${id}\n` });
+    expect((await c.put(`/v1/environments/${id}/files`, { path: 'r.txt', content: 'remote' })).body).to.deep.equal({ path: '/home/agent/r.txt', size: 6 });
+    expect((await c.get(`/v1/environments/${id}/files?path=r.txt`)).body.content).to.equal(Buffer.from('remote').toString('base64'));
+    expect((await c.get(`/v1/environments/${id}/files?path=../x`)).status).to.equal(400);
+    expect((await c.get(`/v1/environments/${id}/files?path=missing`)).status).to.equal(404);
+    const missing = await c.post(`/v1/environments/${id}/exec`, { command: ['no-such-cmd'] });
+    expect(missing.status).to.equal(503);
+    expect(missing.body.error).to.equal('exec_failed');
+    const res = await fetch(`${api.ready.api_url}/v1/environments/${id}/exec`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json', accept: 'text/event-stream' },
+      body: JSON.stringify({ command: ['/bin/sh', '-c', 'echo a; sleep 0.2; echo b'] }),
+    });
+    const text = await res.text();
+    expect(text).to.include('event: stdout\ndata: {"data":"a\\n"}');
+    expect(text).to.match(/event: exit\ndata: \{"exit_code":0,/);
+    // The RPC wants the host's token: the endpoint alone opens nothing.
+    const endpoint = (await c.get('/v1/hosts')).body.data.find((h: any) => h.id === 'host_split1');
+    expect(endpoint).to.not.have.property('endpoint');
     expect(await host.stop()).to.equal(0);
     host = null;
     const after = (await c.get('/v1/hosts')).body.data.find((h: any) => h.id === 'host_split1');
     expect(after.status).to.equal('offline');
+    const gone = await c.post(`/v1/environments/${id}/exec`, { command: ['true'] });
+    expect(gone.status).to.equal(503);
+    expect(gone.body.error).to.equal('host_unavailable');
   });
 });

@@ -30,7 +30,7 @@ describe('hosts: placement and liveness', function () {
     const now = t.svc.clock.nowMs();
     await hostsStore.upsert(t.svc.db, {
       id, name: id, driver: 'process', cpus, memory_mib: memoryMib, capabilities: '{}', status: 'online',
-      started_at: now, last_heartbeat_at: now - heartbeatAgoMs, created_at: now,
+      started_at: now, last_heartbeat_at: now - heartbeatAgoMs, created_at: now, endpoint: null,
     });
   }
 
