@@ -69,6 +69,7 @@ export async function startLocalHost(deps: LocalHostDeps): Promise<HostAgent | n
     proxy: deps.proxy,
     hostTag: hostId,
     insecure: config.envHost.insecure,
+    cgroupRoot: config.envHost.cgroupRoot ?? undefined,
     log,
     control: (environmentId) => controlHandler(deps.control, environmentId),
   });

@@ -45,6 +45,8 @@ export interface Config {
     memoryMib: number | null;
     /** GATEWAY_ENVIRONMENTS_DIR: data disks and /run/service trees (default DATA_DIR/environments). */
     environmentsDir: string | null;
+    /** GATEWAY_CGROUP_ROOT: where the cgroup trees are mounted (default /sys/fs/cgroup). */
+    cgroupRoot: string | null;
     /** GATEWAY_HOST_RPC_PORT: where the host serves exec and files to other processes (0: any free port). */
     rpcPort: number;
     /** GATEWAY_HOST_RPC_URL: the address other processes use for it (default http://HOST:port). */
@@ -106,6 +108,7 @@ const schema = Joi.object({
   GATEWAY_HOST_MEMORY_MIB: Joi.number().integer().min(256).max(1_000_000_000),
   GATEWAY_ENVIRONMENTS_DIR: Joi.string().min(1),
   GATEWAY_HOST_RPC_PORT: port.default(0),
+  GATEWAY_CGROUP_ROOT: Joi.string().min(1),
   GATEWAY_HOST_RPC_URL: httpUrl.allow(''),
   CHROMIUM_PATH: Joi.string().min(1).default('/usr/bin/chromium'),
   LOG_LEVEL: Joi.string().valid('fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent').default('info'),
@@ -174,6 +177,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Readonly<Confi
       memoryMib: value.GATEWAY_HOST_MEMORY_MIB ?? null,
       environmentsDir: nonEmpty(value.GATEWAY_ENVIRONMENTS_DIR),
       rpcPort: value.GATEWAY_HOST_RPC_PORT,
+      cgroupRoot: nonEmpty(value.GATEWAY_CGROUP_ROOT),
       rpcUrl: nonEmpty(value.GATEWAY_HOST_RPC_URL)?.replace(/\/+$/, '') ?? null,
     }),
     google: {

@@ -40,7 +40,6 @@ export interface EnvLimits {
   pidsMax: number;
 }
 
-const V2_ROOT = '/sys/fs/cgroup';
 
 function read(path: string): string | null {
   try {
@@ -79,7 +78,9 @@ export class Cgroups {
   /** Base directory per tree: 'unified' (v2) and v1 controller names. */
   readonly #bases = new Map<string, string>();
 
-  constructor(readonly tag: string) {
+  /** `mount`: where the cgroup trees are mounted (GATEWAY_CGROUP_ROOT; tests point it at an empty directory). */
+  constructor(readonly tag: string, mount = '/sys/fs/cgroup') {
+    const V2_ROOT = mount;
     const missing: string[] = [];
     const own = ownPaths();
     let layout: CgroupSupport['layout'] = 'none';

@@ -1,6 +1,6 @@
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { chmodSync, chownSync, existsSync, mkdirSync, readFileSync, renameSync, rmSync, writeFileSync, readdirSync } from 'node:fs';
+import { chmodSync, chownSync, existsSync, mkdirSync, readlinkSync, readFileSync, renameSync, rmSync, writeFileSync, readdirSync } from 'node:fs';
 import { createServer, connect, type Server, type Socket } from 'node:net';
 import { createServer as createHttpServer, type RequestListener, type Server as HttpServer } from 'node:http';
 import { join } from 'node:path';
@@ -44,6 +44,8 @@ export interface ProcessDriverOptions {
   hostTag: string;
   /** GATEWAY_RUNTIME_INSECURE=1: run without the parts of the isolation the machine lacks. */
   insecure: boolean;
+  /** Where the cgroup trees are mounted (default /sys/fs/cgroup). */
+  cgroupRoot?: string;
   /** Serves the environment's /run/service/control.sock (hosts/control-socket.ts). */
   control?: (environmentId: string) => RequestListener;
   log: Logger;
@@ -125,7 +127,7 @@ export class ProcessDriver implements HostDriver {
 
   constructor(private readonly opts: ProcessDriverOptions) {
     mkdirSync(opts.rootDir, { recursive: true, mode: 0o700 });
-    this.#cgroups = new Cgroups(opts.hostTag);
+    this.#cgroups = new Cgroups(opts.hostTag, opts.cgroupRoot);
     const missing = [...this.#cgroups.support.missing];
     const namespaces = this.#probeNamespaces(missing);
     const socat = which('socat');
@@ -316,7 +318,9 @@ export class ProcessDriver implements HostDriver {
       bridge.close();
       control?.close();
       this.#cgroups.remove(spec.id);
-      throw err instanceof DriverError ? err : new DriverError('start_failed', (err as Error).message);
+      // The reason is shown to the developer (failure_reason): no host path in it.
+      const message = (err as Error).message.split(this.opts.rootDir).join('<environments>');
+      throw new DriverError('start_failed', message);
     }
   }
 
@@ -412,7 +416,7 @@ export class ProcessDriver implements HostDriver {
     if (fromCgroup.length) return fromCgroup;
     let ns: string;
     try {
-      ns = readFileSync(`/proc/${vm.initPid}/ns/pid`, 'utf8');
+      ns = readlinkSync(`/proc/${vm.initPid}/ns/pid`);
     } catch {
       return [];
     }
@@ -420,7 +424,7 @@ export class ProcessDriver implements HostDriver {
     for (const p of readdirSync('/proc')) {
       if (!/^\d+$/.test(p)) continue;
       try {
-        if (readFileSync(`/proc/${p}/ns/pid`, 'utf8') === ns) out.push(Number(p));
+        if (readlinkSync(`/proc/${p}/ns/pid`) === ns) out.push(Number(p));
       } catch { /* gone */ }
     }
     return out;
