@@ -2,7 +2,9 @@ import { expect } from 'chai';
 import { startTestService, type TestService } from '../helpers/service.js';
 import { createRuntimeState, type RuntimeState } from '../../environments/runtime.service.js';
 import { hostsStore } from '../../hosts/hosts.store.js';
-import { placeOn } from '../../hosts/host-agent.js';
+import { createHostAgent, placeOn } from '../../hosts/host-agent.js';
+import { DriverError, type HostDriver } from '../../hosts/driver.js';
+import { silentLogger } from '../../lib/log.js';
 import { createRuntimeService } from '../../hosts/runtime.service.js';
 import { ServiceError } from '../../lib/errors.js';
 import { DEFAULT_DEVELOPER_ID } from '../../accounts/accounts.service.js';
@@ -131,5 +133,54 @@ describe('hosts: placement and liveness', function () {
     const failed = (await t.api.get(`/v1/environments/${e.id}/events?kind=failed`)).body.data[0];
     expect(failed).to.include({ source: 'host' });
     expect(failed.data.reason).to.equal('the sandbox could not start');
+  });
+
+  it('a VM that cannot start is failed (reason in failure_reason and the event); a later exit right after start too', async () => {
+    // A driver whose VMs never start: the agent's handling, whatever the driver.
+    const failing: HostDriver = {
+      name: 'fake',
+      capabilities: () => ({ driver: 'fake', network_sealed: true, namespaces: true, cgroup: { layout: 'v2', memory: true, cpu: true, pids: true, freeze: true, kill: true }, memory_across_host_restart: false, disk_quota: false, insecure: false, missing: [] }),
+      create: async () => {},
+      start: async () => {
+        throw new DriverError('start_failed', 'the kernel image is missing');
+      },
+      suspend: async () => {}, resume: async () => {}, stop: async () => {}, destroy: async () => {},
+      status: () => 'absent',
+      applySurface: async () => {},
+      exec: async () => { throw new Error('unused'); },
+      readFile: async () => Buffer.alloc(0),
+      writeFile: async () => ({ path: '', size: 0 }),
+      stats: async () => ({ memoryBytes: null, cpuUsec: null }),
+      onExit: () => {},
+      leftovers: () => [],
+      close: async () => {},
+    };
+    const agent = createHostAgent({
+      db: t.svc.db, clock: t.svc.clock, log: silentLogger, driver: failing, runtime: rs, hostId: 'host_fake', name: 'fake',
+      capacity: { cpus: 64, memoryMib: 100_000 }, surfaceFor: async () => null, pollMs: 60_000,
+    });
+    await agent.start();
+    try {
+      const e = await env('cannot-start');
+      await agent.tick();
+      const got = (await t.api.get(`/v1/environments/${e.id}`)).body;
+      expect(got).to.include({ state: 'failed', failure_reason: 'the kernel image is missing', host_id: 'host_fake' });
+      const ev = (await t.api.get(`/v1/environments/${e.id}/events?kind=failed`)).body.data;
+      expect(ev).to.have.length(1);
+      expect(ev[0]).to.include({ source: 'host' });
+      expect(ev[0].data.reason).to.equal('the kernel image is missing');
+      // Sticky: another pass does not retry and does not add events.
+      await agent.tick();
+      expect((await t.api.get(`/v1/environments/${e.id}/events?kind=failed`)).body.data).to.have.length(1);
+      const ex = await t.api.post(`/v1/environments/${e.id}/exec`, { command: ['true'] });
+      expect(ex.status).to.equal(409);
+      expect(ex.body.error).to.equal('environment_failed');
+      // Destroy still works: the host reports it destroyed.
+      await t.api.delete(`/v1/environments/${e.id}`);
+      await agent.tick();
+      expect((await t.api.get(`/v1/environments/${e.id}`)).body.state).to.equal('destroyed');
+    } finally {
+      await agent.close();
+    }
   });
 });
