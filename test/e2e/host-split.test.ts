@@ -7,7 +7,7 @@ import { request } from 'undici';
 import { startChildService, type ChildService } from '../helpers/child-service.js';
 import { client } from '../helpers/service.js';
 import { freshDatabaseUrl } from '../helpers/db.js';
-import { runtimeUnavailable, waitState } from '../helpers/runtime.js';
+import { skipWithoutRuntime, waitState } from '../helpers/runtime.js';
 
 /**
  * A split deployment (issue 12, item 1): `gateway start` with no local host
@@ -39,11 +39,7 @@ describe('gateway host: an environment host alone on a shared store', function (
   }
 
   before(function () {
-    const why = runtimeUnavailable();
-    if (why) {
-      console.log(`      skipped: ${why}`);
-      this.skip();
-    }
+    skipWithoutRuntime(this);
   });
   after(async () => {
     await host?.stop();

@@ -16,6 +16,15 @@ export function runtimeUnavailable(): string | null {
   return null;
 }
 
+/** In a `before`: skips the suite, saying why, where the process runtime cannot run. */
+export function skipWithoutRuntime(ctx: Mocha.Context): void {
+  const why = runtimeUnavailable();
+  if (why) {
+    console.log(`      skipped: ${why}`);
+    ctx.skip();
+  }
+}
+
 /** Polls the environment until `state` is `want` (or fails the test after `ms`). */
 export async function waitState(api: ApiClient, id: string, want: string, ms = 15_000): Promise<any> {
   const t0 = Date.now();

@@ -8,7 +8,7 @@ import { silentLogger } from '../../lib/log.js';
 import { startService, type RunningService } from '../../bin/service.js';
 import { client, type ApiClient } from '../helpers/service.js';
 import { freshDatabaseUrl } from '../helpers/db.js';
-import { runtimeUnavailable, sh, waitState } from '../helpers/runtime.js';
+import { skipWithoutRuntime, sh, waitState } from '../helpers/runtime.js';
 
 /**
  * A host restart (issue 12, item 4): the process sandbox cannot keep memory across it
@@ -33,11 +33,7 @@ describe('environments across a host restart (process sandbox)', function () {
   }
 
   before(function () {
-    const why = runtimeUnavailable();
-    if (why) {
-      console.log(`      skipped: ${why}`);
-      this.skip();
-    }
+    skipWithoutRuntime(this);
   });
   after(async () => {
     await svc?.close();

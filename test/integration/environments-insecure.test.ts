@@ -8,7 +8,7 @@ import { createLogger } from '../../lib/log.js';
 import { startService, type RunningService } from '../../bin/service.js';
 import { client } from '../helpers/service.js';
 import { freshDatabaseUrl } from '../helpers/db.js';
-import { runtimeUnavailable, sh, waitState } from '../helpers/runtime.js';
+import { skipWithoutRuntime, sh, waitState } from '../helpers/runtime.js';
 
 /**
  * Never pretend (issue 12, item 3): on a machine without cgroups (here: GATEWAY_CGROUP_ROOT
@@ -22,11 +22,7 @@ describe('environment host without cgroups: refuses, or runs insecure and says s
   const cleanup: Array<() => Promise<void>> = [];
 
   before(function () {
-    const why = runtimeUnavailable();
-    if (why) {
-      console.log(`      skipped: ${why}`);
-      this.skip();
-    }
+    skipWithoutRuntime(this);
   });
   after(async () => {
     for (const c of cleanup.reverse()) await c();

@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { startTestService, type TestService } from '../helpers/service.js';
 import { startFakeUpstream, type FakeUpstream } from '../helpers/upstream.js';
-import { exec, runtimeUnavailable, sh, waitState } from '../helpers/runtime.js';
+import { exec, sh, skipWithoutRuntime, waitState } from '../helpers/runtime.js';
 
 const API_KEY_VALUE = 'sk_real_value_the_vm_must_never_see_0123456789';
 
@@ -22,11 +22,7 @@ describe('environments runtime (process sandbox)', function () {
   let env: any;
 
   before(async function () {
-    const why = runtimeUnavailable();
-    if (why) {
-      console.log(`      skipped: ${why}`);
-      this.skip();
-    }
+    skipWithoutRuntime(this);
     up = await startFakeUpstream();
     dir = mkdtempSync(join(tmpdir(), 'gw-runtime-'));
     writeFileSync(join(dir, 'upstream-ca.pem'), up.ca.certPem);
