@@ -63,6 +63,7 @@ import type { HostAgent } from '../hosts/host-agent.js';
 import type { Surface } from '../hosts/driver.js';
 import { runtimeRouter } from '../api/routes/runtime.js';
 import { startLocalHost } from './local-host.js';
+import { createIdleLadder } from '../environments/idle.service.js';
 import { hostToken, remoteHost, startHostRpc } from '../hosts/rpc.js';
 import { environmentsStore } from '../environments/environments.store.js';
 import { fromJson } from '../store/db.js';
@@ -277,9 +278,14 @@ export async function startService(config: Readonly<Config>, log: Logger, opts: 
     log,
   });
 
+  // The test clock's advance: what the VMs did counts first (CPU activity), then every due
+  // job runs (the idle ladder, wakeups), then the local host brings its VMs to their new
+  // desired states, so the answer to an advance shows where the environments are.
   const runDue = async (): Promise<void> => {
+    await hostAgent?.sampleActivity();
     const out = await jobs.runDue({ timeoutMs: 20_000 });
     if (out.timedOut) log.warn({ ran: out.ran }, 'test clock: due jobs still running after 20 s');
+    await hostAgent?.tick();
   };
 
   // The gateway: our CA (key sealed with the master key), one leaf key, SNI contexts.
@@ -373,6 +379,12 @@ export async function startService(config: Readonly<Config>, log: Logger, opts: 
     agents: () => (hostAgent ? new Map([[hostAgent.hostId, hostAgent]]) : new Map()),
     remote: (host) => (host.endpoint ? remoteHost(host.endpoint, hostToken(hostRpcKey, host.id), hostRpcClient) : null),
   });
+  // The idle ladder (environments/idle.service.ts): a step moves desired_state; the host follows.
+  const idleLadder = createIdleLadder({ db, clock, onChange: () => hostAgent?.notify() });
+  jobs.define('idle-ladder', async () => {
+    await idleLadder.run();
+  }, { retry: false });
+  await jobs.every('idle-ladder', 5000, {});
   jobs.define('hosts-offline', async () => {
     await runtime.sweepOfflineHosts();
   }, { retry: false });

@@ -10,6 +10,7 @@ import type { TemplatesService } from './templates.service.js';
 import { environmentsStore, liveKey, type EnvironmentRow, type DesiredState } from './environments.store.js';
 import { eventsStore, toEvent, type EnvironmentEvent, type EventSource } from './events.store.js';
 import { insertSecrets } from './secrets.service.js';
+import { idleView } from './idle.service.js';
 import { secretsStore } from './secrets.store.js';
 import {
   AGENT_SETTINGS_DEFAULTS, IDLE_DEFAULTS, RESOURCE_DEFAULTS, normalizeFiles,
@@ -35,7 +36,14 @@ export interface Environment {
   desired_state: DesiredState;
   state: string;
   last_active_at: string | null;
-  idle: { suspend_after_secs: number; stop_after_secs: number; keep_awake_until: string | null };
+  idle: {
+    suspend_after_secs: number;
+    stop_after_secs: number;
+    keep_awake_until: string | null;
+    /** Beyond the spec (issue 13): the ladder's next step and when it is due. */
+    next_step: 'suspend' | 'stop' | null;
+    next_step_at: string | null;
+  };
   resources: { cpus: number; memory_mib: number; base_memory_mib: number; disk_gib: number };
   template: string | null;
   host_id: string | null;
@@ -62,6 +70,7 @@ export function toEnvironment(r: EnvironmentRow): Environment {
       suspend_after_secs: Number(r.suspend_after_secs),
       stop_after_secs: Number(r.stop_after_secs),
       keep_awake_until: iso(r.keep_awake_until),
+      ...idleView(r),
     },
     resources: { cpus: Number(r.cpus), memory_mib: Number(r.memory_mib), base_memory_mib: Number(r.base_memory_mib), disk_gib: Number(r.disk_gib) },
     template: r.template,

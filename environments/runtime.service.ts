@@ -111,7 +111,17 @@ export function createRuntimeState(deps: RuntimeStateDeps) {
     return row;
   }
 
-  return { waitingForHost, heldOn, claim, onHost, byId, report, activity };
+  /**
+   * The VM used CPU (the host measured it): activity, without an event. Only a running
+   * environment that should run; a suspended one uses none.
+   */
+  async function cpuActive(ids: string[]): Promise<void> {
+    if (ids.length === 0) return;
+    const now = clock.nowMs();
+    await table(db).whereIn('id', ids).where({ state: 'running', desired_state: 'running' }).update({ last_active_at: now });
+  }
+
+  return { waitingForHost, heldOn, claim, onHost, byId, report, activity, cpuActive };
 }
 
 export type RuntimeState = ReturnType<typeof createRuntimeState>;

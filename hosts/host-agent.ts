@@ -38,7 +38,19 @@ export interface HostAgentDeps {
   heartbeatMs?: number;
   /** How often running VMs' surfaces are compared with the store (config refresh: within ~10 s). */
   surfaceMs?: number;
+  /** How often running VMs' CPU use is sampled for activity. */
+  cpuSampleMs?: number;
 }
+
+/**
+ * A VM "uses CPU" (service.md, Activity) when it used at least this share of one CPU over
+ * a sampling interval (default 5 s): 2 % is 100 ms of CPU in 5 s. An agent that sleeps,
+ * or waits on the network, stays under it (its relay and shells use ~0); one that builds,
+ * tests or thinks locally is far over it.
+ */
+export const CPU_ACTIVE_SHARE = 0.02;
+/** The shortest span a CPU reading is judged over. */
+const CPU_SAMPLE_MIN_MS = 2000;
 
 /** Environments reconciled at the same time by one host. */
 const RECONCILE_LANES = 6;
@@ -81,11 +93,14 @@ export function createHostAgent(deps: HostAgentDeps) {
   const startedAt = new Map<string, number>();
   const stateListeners = new Set<() => void>();
   let timer: NodeJS.Timeout | null = null;
-  let ticking = false;
   let again = false;
   let closed = false;
   let lastHeartbeat = 0;
   let lastSurface = 0;
+  let lastCpuSample = 0;
+  const cpuSampleMs = deps.cpuSampleMs ?? 5000;
+  /** Last CPU reading per VM: [cpu µs, wall ms]. */
+  const cpuSeen = new Map<string, [number, number]>();
 
   function emitState(): void {
     for (const l of stateListeners) l();
@@ -164,6 +179,9 @@ export function createHostAgent(deps: HostAgentDeps) {
       await driver.start(specOf(row), surface);
       applied.set(row.id, surfaceHash(surface));
       startedAt.set(row.id, performance.now());
+      // A first CPU reading, so the next sample can tell a busy VM from an idle one.
+      const { cpuUsec } = await driver.stats(row.id);
+      if (cpuUsec != null) cpuSeen.set(row.id, [cpuUsec, performance.now()]);
       await runtime.report(row.id, 'running', 'running', { from });
     } catch (err) {
       const reason = err instanceof DriverError ? err.message : 'the VM could not be started';
@@ -182,6 +200,8 @@ export function createHostAgent(deps: HostAgentDeps) {
         if (vm === 'absent') await startVm(row, row.state);
         else if (vm === 'suspended') {
           await driver.resume(id);
+          const { cpuUsec } = await driver.stats(id);
+          if (cpuUsec != null) cpuSeen.set(id, [cpuUsec, performance.now()]);
           await runtime.report(id, 'running', 'resumed', {});
         } else if (row.state !== 'running') await runtime.report(id, 'running', 'running', { from: row.state });
         return;
@@ -209,6 +229,30 @@ export function createHostAgent(deps: HostAgentDeps) {
     }
   }
 
+  /** VMs that used CPU since the last reading count as active (CPU_ACTIVE_SHARE). */
+  async function sampleActivity(rows?: EnvironmentRow[]): Promise<string[]> {
+    lastCpuSample = performance.now();
+    const list = rows ?? (await runtime.onHost(hostId));
+    const active: string[] = [];
+    for (const row of list) {
+      if (driver.status(row.id) !== 'running') {
+        cpuSeen.delete(row.id);
+        continue;
+      }
+      const { cpuUsec } = await driver.stats(row.id);
+      if (cpuUsec == null) continue;
+      const now = performance.now();
+      const prev = cpuSeen.get(row.id);
+      // Under 2 s is too short to judge (a start's last milliseconds would look busy):
+      // the reading waits for a longer span.
+      if (prev && now - prev[1] < CPU_SAMPLE_MIN_MS) continue;
+      cpuSeen.set(row.id, [cpuUsec, now]);
+      if (prev && (cpuUsec - prev[0]) / ((now - prev[1]) * 1000) >= CPU_ACTIVE_SHARE) active.push(row.id);
+    }
+    await runtime.cpuActive(active);
+    return active;
+  }
+
   async function refreshSurfaces(rows: EnvironmentRow[]): Promise<void> {
     for (const row of rows) {
       if (driver.status(row.id) === 'absent' || row.desired_state === 'destroyed') continue;
@@ -223,41 +267,46 @@ export function createHostAgent(deps: HostAgentDeps) {
     }
   }
 
-  async function tick(): Promise<void> {
-    if (ticking) {
+  /** One pass (placement, reconcile, activity, surfaces); a call during a pass gets that pass, extended by one more. */
+  let current: Promise<void> | null = null;
+  function tick(): Promise<void> {
+    if (current) {
       again = true;
-      return;
+      return current;
     }
-    ticking = true;
-    try {
-      do {
-        again = false;
-        if (performance.now() - lastHeartbeat >= heartbeatMs) await heartbeat();
-        await place();
-        const rows = await runtime.onHost(hostId);
-        // A few at a time: 200 environments created by one batch must not start 200
-        // sandboxes at once on a 2-core host (each start would time out).
-        const work = rows.filter((r) => needsWork(r));
-        const lanes = Array.from({ length: Math.min(RECONCILE_LANES, work.length) }, async () => {
-          for (let r = work.shift(); r; r = work.shift()) {
-            const row = r;
-            await serialized(row.id, () => reconcileOne(row.id)).catch((err) => {
-              log.error({ err, environment_id: row.id }, 'reconcile failed');
-            });
+    current = (async () => {
+      try {
+        do {
+          again = false;
+          if (performance.now() - lastHeartbeat >= heartbeatMs) await heartbeat();
+          await place();
+          const rows = await runtime.onHost(hostId);
+          // A few at a time: 200 environments created by one batch must not start 200
+          // sandboxes at once on a 2-core host (each start would time out).
+          const work = rows.filter((r) => needsWork(r));
+          const lanes = Array.from({ length: Math.min(RECONCILE_LANES, work.length) }, async () => {
+            for (let r = work.shift(); r; r = work.shift()) {
+              const row = r;
+              await serialized(row.id, () => reconcileOne(row.id)).catch((err) => {
+                log.error({ err, environment_id: row.id }, 'reconcile failed');
+              });
+            }
+          });
+          await Promise.all(lanes);
+          if (performance.now() - lastCpuSample >= cpuSampleMs) await sampleActivity(rows);
+          if (performance.now() - lastSurface >= surfaceMs) {
+            lastSurface = performance.now();
+            await refreshSurfaces(rows);
           }
-        });
-        await Promise.all(lanes);
-        if (performance.now() - lastSurface >= surfaceMs) {
-          lastSurface = performance.now();
-          await refreshSurfaces(rows);
-        }
-        emitState();
-      } while (again && !closed);
-    } catch (err) {
-      log.error({ err }, 'host agent tick failed');
-    } finally {
-      ticking = false;
-    }
+          emitState();
+        } while (again && !closed);
+      } catch (err) {
+        log.error({ err }, 'host agent tick failed');
+      } finally {
+        current = null;
+      }
+    })();
+    return current;
   }
 
   function needsWork(r: EnvironmentRow): boolean {
@@ -310,7 +359,7 @@ export function createHostAgent(deps: HostAgentDeps) {
   async function close(): Promise<void> {
     closed = true;
     if (timer) clearTimeout(timer);
-    while (ticking) await new Promise((r) => setTimeout(r, 10));
+    if (current) await current;
     await Promise.allSettled([...busy.values()]);
     await driver.close();
     await hostsStore.markOffline(db, hostId).catch(() => {});
@@ -351,6 +400,8 @@ export function createHostAgent(deps: HostAgentDeps) {
     writeFile: (id: string, path: string, data: Buffer) => driver.writeFile(id, path, data),
     /** For tests and the benchmark: one pass now. */
     tick,
+    /** Reads CPU use now (the test clock's advance does, before the ladder runs). */
+    sampleActivity: () => sampleActivity(),
   };
 }
 

@@ -36,7 +36,7 @@ describe('environments: create', function () {
       expect(e.desired_state).to.equal('running');
       expect(e.state).to.equal('pending');
       expect(e.last_active_at).to.match(TIMESTAMP);
-      expect(e.idle).to.deep.equal({ suspend_after_secs: 21600, stop_after_secs: 604800, keep_awake_until: null });
+      expect(e.idle).to.deep.equal({ suspend_after_secs: 21600, stop_after_secs: 604800, keep_awake_until: null, next_step: null, next_step_at: null });
       expect(e.resources).to.deep.equal({ cpus: 2, memory_mib: 4096, base_memory_mib: 1024, disk_gib: 10 });
       expect(e.template).to.equal(null);
       expect(e.host_id).to.equal(null);
@@ -72,7 +72,7 @@ describe('environments: create', function () {
     it('keeps resources and idle values that were sent, defaulting the rest', async () => {
       const e = await createEnv(api, { resources: { cpus: 4 }, idle: { stop_after_secs: 0 } });
       expect(e.resources).to.deep.equal({ cpus: 4, memory_mib: 4096, base_memory_mib: 1024, disk_gib: 10 });
-      expect(e.idle).to.deep.equal({ suspend_after_secs: 21600, stop_after_secs: 0, keep_awake_until: null });
+      expect(e.idle).to.deep.equal({ suspend_after_secs: 21600, stop_after_secs: 0, keep_awake_until: null, next_step: null, next_step_at: null });
     });
   });
 

@@ -192,11 +192,11 @@ describe('environments: state moves, idle, config, agent settings', function () 
       const e = await createEnv(api);
       const a = await patch(e.id, { suspend_after_secs: 120 });
       expect(a.status, a.text).to.equal(200);
-      expect(a.body.idle).to.deep.equal({ suspend_after_secs: 120, stop_after_secs: 604800, keep_awake_until: null });
+      expect(a.body.idle).to.deep.equal({ suspend_after_secs: 120, stop_after_secs: 604800, keep_awake_until: null, next_step: null, next_step_at: null });
       const b = await patch(e.id, { stop_after_secs: 0 });
-      expect(b.body.idle).to.deep.equal({ suspend_after_secs: 120, stop_after_secs: 0, keep_awake_until: null });
+      expect(b.body.idle).to.deep.equal({ suspend_after_secs: 120, stop_after_secs: 0, keep_awake_until: null, next_step: null, next_step_at: null });
       const c = await patch(e.id, { suspend_after_secs: 0, stop_after_secs: 7776000 });
-      expect(c.body.idle).to.deep.equal({ suspend_after_secs: 0, stop_after_secs: 7776000, keep_awake_until: null });
+      expect(c.body.idle).to.deep.equal({ suspend_after_secs: 0, stop_after_secs: 7776000, keep_awake_until: null, next_step: null, next_step_at: null });
       expect((await api.get(`/v1/environments/${e.id}`)).body).to.deep.equal(c.body);
       expect(c.body.desired_state).to.equal('running');
       expect(c.body.resources).to.deep.equal(e.resources);
