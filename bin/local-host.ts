@@ -7,7 +7,7 @@ import type { Clock } from '../lib/clock.js';
 import type { Logger } from '../lib/log.js';
 import { newId } from '../lib/ids.js';
 import type { RuntimeState } from '../environments/runtime.service.js';
-import { createHostAgent, type HostAgent } from '../hosts/host-agent.js';
+import { createHostAgent, type HostAgent, type HostAgentDeps } from '../hosts/host-agent.js';
 import { ProcessDriver } from '../hosts/drivers/process.js';
 import type { Surface } from '../hosts/driver.js';
 import { controlHandler, type ControlPorts } from '../hosts/control-socket.js';
@@ -30,6 +30,8 @@ export interface LocalHostDeps {
   surfaceFor(environmentId: string): Promise<Surface | null>;
   /** What the control socket answers (hosts/control-socket.ts). */
   control: ControlPorts;
+  /** Agent keep-awakes held by processes in this host's VMs (released when the process ends). */
+  keepAwakes?: HostAgentDeps['keepAwakes'];
   /** Starts serving the agent to other processes; returns the endpoint it registers. */
   serve?: (agent: HostAgent) => Promise<string | null>;
 }
@@ -71,7 +73,7 @@ export async function startLocalHost(deps: LocalHostDeps): Promise<HostAgent | n
     insecure: config.envHost.insecure,
     cgroupRoot: config.envHost.cgroupRoot ?? undefined,
     log,
-    control: (environmentId) => controlHandler(deps.control, environmentId),
+    control: (environmentId, peer) => controlHandler(deps.control, environmentId, peer),
   });
   const caps = driver.capabilities();
   if (!caps.namespaces) {
@@ -98,6 +100,7 @@ export async function startLocalHost(deps: LocalHostDeps): Promise<HostAgent | n
       memoryMib: config.envHost.memoryMib ?? Math.floor((totalmem() / 1024 / 1024) * MEMORY_OVERCOMMIT),
     },
     surfaceFor: deps.surfaceFor,
+    keepAwakes: deps.keepAwakes,
     endpoint: () => endpoint,
   });
   let endpoint: string | null = null;

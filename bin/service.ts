@@ -64,6 +64,7 @@ import type { Surface } from '../hosts/driver.js';
 import { runtimeRouter } from '../api/routes/runtime.js';
 import { startLocalHost } from './local-host.js';
 import { createIdleLadder } from '../environments/idle.service.js';
+import { createAgentService, type AgentService } from '../environments/agent.service.js';
 import { hostToken, remoteHost, startHostRpc } from '../hosts/rpc.js';
 import { environmentsStore } from '../environments/environments.store.js';
 import { fromJson } from '../store/db.js';
@@ -164,12 +165,28 @@ export async function startService(config: Readonly<Config>, log: Logger, opts: 
       gatewayCache.invalidateEnvironment(id);
     },
     onChange: () => hostAgent?.notify(),
+    onSchedulingOff: async (trx, id) => {
+      await agentService.releaseAgentKeepAwakes(trx, id, 'scheduling_disabled');
+    },
   });
   let hostAgent: HostAgent | null = null;
+  // What the agent does through its control socket (schedules, keep-awake); a fired
+  // schedule's handler runs through exec, as the agent user, once the VM is up.
+  const agentService: AgentService = createAgentService({
+    db, clock, log,
+    onChange: () => hostAgent?.notify(),
+    runHandler: async (env, _key, command) => (await runtime.exec(env.developer_id, env.id, { command, timeout_secs: 600 })).exit_code,
+  });
   let hostRpc: { port: number; close(): Promise<void> } | null = null;
   const hostRpcKey = keyring.deriveSubkey('host-rpc');
   const hostRpcClient = new Agent({ keepAliveTimeout: 10_000 });
-  const runtimeState: RuntimeState = createRuntimeState({ db, clock, onChange: () => hostAgent?.notify() });
+  const runtimeState: RuntimeState = createRuntimeState({
+    db, clock, onChange: () => hostAgent?.notify(),
+    // A VM that is replaced (stopped, failed, destroyed) ends the keep-awakes its processes held.
+    onVmGone: async (trx, id) => {
+      await agentService.releaseAgentKeepAwakes(trx, id, 'vm_replaced');
+    },
+  });
   const wakeups = createWakeupsService({ db, clock });
   const schedules = createSchedulesService({ db, clock });
   const gatewayCache = createGatewayCache({ db, now: () => clock.monotonicMs() });
@@ -365,7 +382,17 @@ export async function startService(config: Readonly<Config>, log: Logger, opts: 
     config, db, clock, log, runtime: runtimeState,
     proxy: { host: wildcardBind ? '127.0.0.1' : config.host, port: proxy.port },
     surfaceFor,
-    control: { connections: (environmentId) => standIns.listed(environmentId) },
+    control: {
+      connections: (environmentId) => standIns.listed(environmentId),
+      listSchedules: (environmentId) => agentService.listSchedules(environmentId),
+      setSchedule: (environmentId, key, body) => agentService.setSchedule(environmentId, key, body),
+      deleteSchedule: (environmentId, key) => agentService.deleteSchedule(environmentId, key),
+      keepAwake: (environmentId, body, peer) => agentService.keepAwake(environmentId, body, peer),
+    },
+    keepAwakes: {
+      held: (ids) => agentService.heldByProcesses(ids),
+      release: (id, reason, ids) => agentService.release(id, reason, ids),
+    },
     // Exec and files for API processes elsewhere (hosts/rpc.ts); never a gateway target.
     serve: async (agent) => {
       hostRpc = await startHostRpc({ agent, subkey: hostRpcKey, host: config.host, port: config.envHost.rpcPort });
@@ -385,6 +412,11 @@ export async function startService(config: Readonly<Config>, log: Logger, opts: 
     await idleLadder.run();
   }, { retry: false });
   await jobs.every('idle-ladder', 5000, {});
+  // Schedules fire (each once, whatever the number of workers) and wake their environment.
+  jobs.define('fire-schedules', async () => {
+    await agentService.fireDue();
+  }, { retry: false });
+  await jobs.every('fire-schedules', 5000, {});
   jobs.define('hosts-offline', async () => {
     await runtime.sweepOfflineHosts();
   }, { retry: false });

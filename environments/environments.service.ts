@@ -101,6 +101,8 @@ export interface EnvironmentsDeps {
   defaultAgentVersion: (developerId: string) => Promise<string | null>;
   /** Called after a destroy commits: caches holding the environment's credentials drop them. */
   onDestroyed?: (environmentId: string) => void;
+  /** In the settings' transaction when scheduling is turned off: the agent's keep-awakes end. */
+  onSchedulingOff?: (trx: Tx, environmentId: string) => Promise<void>;
   /** Called after a commit that changes what a host should do (create, desired state, config): the local host acts at once. */
   onChange?: (environmentId: string) => void;
 }
@@ -281,6 +283,11 @@ export function createEnvironmentsService(deps: EnvironmentsDeps) {
       const patch: Partial<EnvironmentRow> = { last_active_at: now, keep_awake_until: until };
       if (row.desired_state !== 'running') patch.desired_state = 'running';
       return { patch, events: [['keep_awake', { seconds, until: iso(until) }]] };
+    }, async (trx, row) => {
+      // Recorded per grant (environments/agent.service.ts): an agent hold that ends falls
+      // back to this one. The move's own time, so both record the same instant.
+      const now = Number(row.updated_at);
+      await trx('keep_awakes').insert({ id: newId('kaw'), environment_id: row.id, developer_id: row.developer_id, source: 'api', seconds, granted_at: now, until: now + seconds * 1000, pid: null, pid_start: null, released_at: null, release_reason: null });
     });
 
   const updateIdle = (developerId: string, id: string, idle: Partial<Record<'suspend_after_secs' | 'stop_after_secs', number>>) =>
@@ -369,6 +376,9 @@ export function createEnvironmentsService(deps: EnvironmentsDeps) {
       refuseDestroyed(row, 'environment_destroyed');
       settings = { ...agentSettingsOf(row), ...patch };
       return { patch: { agent_settings: toJson(settings) }, events: [['agent_settings_updated', { ...patch }]] };
+    }, async (trx, row) => {
+      // scheduling: false ends a keep-awake the agent holds (service.md, Agent settings).
+      if (patch.scheduling === false) await deps.onSchedulingOff?.(trx, row.id);
     });
     return settings;
   }

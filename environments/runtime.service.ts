@@ -18,6 +18,8 @@ export interface RuntimeStateDeps {
   clock: Clock;
   /** Called after a commit that changes what a host should do with the environment. */
   onChange?: (environmentId: string) => void;
+  /** In the report's transaction when the VM is gone (stopped, failed, destroyed): the agent's keep-awakes end with it. */
+  onVmGone?: (trx: Tx, environmentId: string) => Promise<void>;
 }
 
 /** Environments whose desired state holds a host's capacity. */
@@ -79,6 +81,7 @@ export function createRuntimeState(deps: RuntimeStateDeps) {
       if (!patch.state && !kind && row.failure_reason === patch.failure_reason) return;
       await table(trx).where({ id }).update(patch);
       if (kind) await eventsStore.append(trx, { environment_id: id, developer_id: row.developer_id, kind, source: 'host', data, created_at: now });
+      if (patch.state && ['stopped', 'failed', 'destroyed'].includes(state)) await deps.onVmGone?.(trx, id);
     });
   }
 

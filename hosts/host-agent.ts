@@ -6,6 +6,7 @@ import type { Logger } from '../lib/log.js';
 import type { RuntimeState } from '../environments/runtime.service.js';
 import type { EnvironmentRow } from '../environments/environments.store.js';
 import { hostsStore, type HostRow } from './hosts.store.js';
+import { alive } from './peer.js';
 import { DriverError, type ExecRequest, type ExecResult, type HostDriver, type Surface, type VmSpec } from './driver.js';
 
 /**
@@ -40,6 +41,11 @@ export interface HostAgentDeps {
   surfaceMs?: number;
   /** How often running VMs' CPU use is sampled for activity. */
   cpuSampleMs?: number;
+  /** Agent keep-awakes held by a process in a VM: released when that process ends. */
+  keepAwakes?: {
+    held(environmentIds: string[]): Promise<Array<{ id: string; environment_id: string; pid: number | null; pid_start: string | null }>>;
+    release(environmentId: string, reason: string, ids: string[]): Promise<number>;
+  };
 }
 
 /**
@@ -229,6 +235,20 @@ export function createHostAgent(deps: HostAgentDeps) {
     }
   }
 
+  /** An agent's keep-awake lasts while the process that asked for it lives. */
+  let lastHoldCheck = 0;
+  async function checkHolds(rows: EnvironmentRow[]): Promise<void> {
+    lastHoldCheck = performance.now();
+    if (!deps.keepAwakes) return;
+    const held = await deps.keepAwakes.held(rows.map((r) => r.id));
+    const ended = new Map<string, string[]>();
+    for (const h of held) {
+      if (h.pid != null && h.pid_start != null && alive({ pid: h.pid, start: h.pid_start })) continue;
+      ended.set(h.environment_id, [...(ended.get(h.environment_id) ?? []), h.id]);
+    }
+    for (const [env, ids] of ended) await deps.keepAwakes.release(env, 'process_exited', ids);
+  }
+
   /** VMs that used CPU since the last reading count as active (CPU_ACTIVE_SHARE). */
   async function sampleActivity(rows?: EnvironmentRow[]): Promise<string[]> {
     lastCpuSample = performance.now();
@@ -294,6 +314,7 @@ export function createHostAgent(deps: HostAgentDeps) {
           });
           await Promise.all(lanes);
           if (performance.now() - lastCpuSample >= cpuSampleMs) await sampleActivity(rows);
+          if (performance.now() - lastHoldCheck >= 1000) await checkHolds(rows);
           if (performance.now() - lastSurface >= surfaceMs) {
             lastSurface = performance.now();
             await refreshSurfaces(rows);
@@ -402,6 +423,8 @@ export function createHostAgent(deps: HostAgentDeps) {
     tick,
     /** Reads CPU use now (the test clock's advance does, before the ladder runs). */
     sampleActivity: () => sampleActivity(),
+    /** Ends keep-awakes whose process is gone, now. */
+    checkHolds: async () => checkHolds(await runtime.onHost(hostId)),
   };
 }
 

@@ -9,9 +9,9 @@
  * | type | cause | status |
  * |---|---|---|
  * | approval.requested | approvals/approvals.service.ts requestApproval | queued in the approval's transaction |
- * | connection.created / connection.revoked / connection.error | connections/ (OAuth callback, DELETE /v1/connections/{id}, token refresh) | cause not built yet: queue it there when connections/ lands |
+ * | connection.created / connection.revoked / connection.error | connections/ (OAuth callback, DELETE /v1/connections/{id}, token refresh) | queued in the connection's transaction |
  * | browser.takeover_requested | browser/ (control socket POST /browser/takeover) | cause not built yet |
- * | environment.agent_schedule_set / _deleted, agent_keep_awake / _released, agent_request_rejected | hosts/ control socket (agent actions, also recorded as environment events with source `agent`) | cause not built yet |
+ * | environment.agent_schedule_set / _deleted, agent_keep_awake / _released, agent_request_rejected | environments/agent.service.ts, called by the control socket (hosts/control-socket.ts); also recorded as environment events with source `agent` | queued in the action's transaction |
  *
  * Nothing is faked in the meantime: an event is only ever queued by its real cause.
  */

@@ -6,6 +6,7 @@ import { createServer as createHttpServer, type RequestListener, type Server as 
 import { join } from 'node:path';
 import type { Logger } from '../../lib/log.js';
 import { Cgroups } from '../cgroups.js';
+import { peerOf, type Peer } from '../peer.js';
 import {
   DATA_DISK, DriverError, type ExecRequest, type ExecResult, type HostCapabilities, type HostDriver, type Surface, type VmSpec, type VmStatus,
 } from '../driver.js';
@@ -47,7 +48,7 @@ export interface ProcessDriverOptions {
   /** Where the cgroup trees are mounted (default /sys/fs/cgroup). */
   cgroupRoot?: string;
   /** Serves the environment's /run/service/control.sock (hosts/control-socket.ts). */
-  control?: (environmentId: string) => RequestListener;
+  control?: (environmentId: string, peer: (socket: Socket) => Promise<Peer | null>) => RequestListener;
   log: Logger;
 }
 
@@ -258,7 +259,11 @@ export class ProcessDriver implements HostDriver {
     if (this.opts.control) {
       const ctlPath = join(service, 'control.sock');
       rmSync(ctlPath, { force: true });
-      control = createHttpServer(this.opts.control(spec.id));
+      // A caller's process is looked up in the sandbox's own network namespace.
+      control = createHttpServer(this.opts.control(spec.id, (socket) => {
+        const vm = this.#vms.get(spec.id);
+        return vm ? peerOf(socket, vm.initPid) : Promise.resolve(null);
+      }));
       control.headersTimeout = 10_000;
       control.requestTimeout = 30_000;
       await new Promise<void>((resolve, reject) => {
