@@ -137,7 +137,12 @@ export function createAccountsService(deps: { db: Db; clock: Clock }) {
     return row ? developer(row) : null;
   }
 
-  return { ensureDeveloper, createApiKey, ensureApiKey, firstStartKey, authenticate, listApiKeys, revokeApiKey, getDeveloper };
+  /** The version new environments get when they name none (service.md, Versioning). */
+  async function setDefaultAgentVersion(id: string, version: string | null): Promise<void> {
+    await accountsStore.updateDeveloper(db, id, { default_agent_version: version });
+  }
+
+  return { ensureDeveloper, createApiKey, ensureApiKey, firstStartKey, authenticate, listApiKeys, revokeApiKey, getDeveloper, setDefaultAgentVersion };
 }
 
 export type AccountsService = ReturnType<typeof createAccountsService>;

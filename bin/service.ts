@@ -65,6 +65,9 @@ import { runtimeRouter } from '../api/routes/runtime.js';
 import { startLocalHost } from './local-host.js';
 import { createIdleLadder } from '../environments/idle.service.js';
 import { createAgentService, type AgentService } from '../environments/agent.service.js';
+import { createUsageService } from '../environments/usage.service.js';
+import { createAgentVersionsService } from '../environments/agent-versions.service.js';
+import { usageRouter } from '../api/routes/usage.js';
 import { hostToken, remoteHost, startHostRpc } from '../hosts/rpc.js';
 import { environmentsStore } from '../environments/environments.store.js';
 import { fromJson } from '../store/db.js';
@@ -362,6 +365,7 @@ export async function startService(config: Readonly<Config>, log: Logger, opts: 
       GIT_SSL_CAINFO: VM_CA_FILE, AWS_CA_BUNDLE: VM_CA_FILE, PIP_CERT: VM_CA_FILE,
       SERVICE_ENVIRONMENT_ID: environmentId, SERVICE_END_USER_ID: row.end_user_id,
     };
+    if (row.agent_version) env.SERVICE_AGENT_VERSION = row.agent_version;
     Object.assign(env, fromJson<Record<string, string>>(config?.env) ?? {});
     for (const [name, s] of (await secrets.secretsForEnvironment(environmentId))?.byName ?? new Map()) env[name] = s.placeholder;
     return env;
@@ -417,11 +421,28 @@ export async function startService(config: Readonly<Config>, log: Logger, opts: 
     await agentService.fireDue();
   }, { retry: false });
   await jobs.every('fire-schedules', 5000, {});
+  // Usage (environments/usage.service.ts): running time metered every minute; a limit suspends.
+  const usage = createUsageService({ db, clock, onChange: () => hostAgent?.notify() });
+  jobs.define('meter-usage', async () => {
+    await usage.meter();
+  }, { retry: false });
+  await jobs.every('meter-usage', 60_000, {});
+  // Agent versions: a rollout upgrades a batch per run and, once complete, sets the default.
+  const agentVersions = createAgentVersionsService({
+    db, clock,
+    defaultVersion: async (developerId) => (await accounts.getDeveloper(developerId))?.defaultAgentVersion ?? null,
+    setDefaultVersion: (developerId, version) => accounts.setDefaultAgentVersion(developerId, version),
+  });
+  jobs.define('agent-rollouts', async () => {
+    await agentVersions.advanceAll();
+  }, { retry: false });
+  await jobs.every('agent-rollouts', 5000, {});
   jobs.define('hosts-offline', async () => {
     await runtime.sweepOfflineHosts();
   }, { retry: false });
   await jobs.every('hosts-offline', 10_000, {});
   const routers = [environmentsRouter({ environments, wakeups, schedules }), templatesRouter({ templates }), runtimeRouter({ runtime })];
+  routers.push(usageRouter({ usage, versions: agentVersions, environments }));
   routers.push(gatewayRouter({ environments, passwordFor: proxyCredentials.passwordFor, proxyUrl, caCertPem: ca.certPem }));
   routers.push(secretsRouter({ secrets }), egressRouter({ egress }));
   routers.push(webhooksRouter({ endpoints: webhookEndpoints, deliveries: webhookDelivery }));

@@ -77,6 +77,8 @@ export function createRuntimeState(deps: RuntimeStateDeps) {
       const now = clock.nowMs();
       const patch: Partial<EnvironmentRow> = { updated_at: now };
       if (row.state !== state) patch.state = state;
+      // The usage meter counts running time from here (environments/usage.service.ts).
+      if (state === 'running' && row.state !== 'running') (patch as Record<string, unknown>).metered_at = now;
       patch.failure_reason = state === 'failed' ? String(data.reason ?? 'the VM could not be started') : null;
       if (!patch.state && !kind && row.failure_reason === patch.failure_reason) return;
       await table(trx).where({ id }).update(patch);

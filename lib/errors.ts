@@ -28,6 +28,7 @@ export const ERROR_CODES = {
   limit_exceeded: { status: 409, meaning: 'resume, wake or exec after a usage limit suspended the environment' },
   template_not_ready: { status: 409, meaning: 'The template version is not ready' },
   template_exists: { status: 409, meaning: 'A template with that name and version already exists' },
+  rollout_in_progress: { status: 409, meaning: 'An agent version rollout is already running for this developer' },
   wakeup_limit_reached: { status: 429, meaning: 'More than 100 pending wakeups' },
   environment_not_placed: { status: 503, meaning: 'Not placed on a host within 15 seconds' },
   environment_not_running: { status: 503, meaning: 'Not up within 90 seconds' },

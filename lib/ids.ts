@@ -2,7 +2,7 @@ import { randomFillSync } from 'node:crypto';
 
 export const ID_PREFIXES = [
   'env', 'apr', 'grt', 'evt', 'conn', 'wak', 'bpr', 'bls', 'key', 'sec', 'aud', 'dlv',
-  'dev', 'tpl', 'sch', 'host', 'kaw',
+  'dev', 'tpl', 'sch', 'host', 'kaw', 'rol',
 ] as const;
 export type IdPrefix = (typeof ID_PREFIXES)[number];
 
