@@ -68,6 +68,8 @@ import { createAgentService, type AgentService } from '../environments/agent.ser
 import { createUsageService } from '../environments/usage.service.js';
 import { createAgentVersionsService } from '../environments/agent-versions.service.js';
 import { usageRouter } from '../api/routes/usage.js';
+import { browserRouter } from '../api/routes/browser.js';
+import { createProfilesService } from '../browser/profiles.service.js';
 import { hostToken, remoteHost, startHostRpc } from '../hosts/rpc.js';
 import { environmentsStore } from '../environments/environments.store.js';
 import { fromJson } from '../store/db.js';
@@ -443,6 +445,12 @@ export async function startService(config: Readonly<Config>, log: Logger, opts: 
   await jobs.every('hosts-offline', 10_000, {});
   const routers = [environmentsRouter({ environments, wakeups, schedules }), templatesRouter({ templates }), runtimeRouter({ runtime })];
   routers.push(usageRouter({ usage, versions: agentVersions, environments }));
+  // The browser pool (issue 14): profiles and limits so far.
+  const profiles = createProfilesService({ db, clock });
+  routers.push(browserRouter({
+    profiles,
+    limits: { per_developer: config.browserLimits.perDeveloper, per_end_user: config.browserLimits.perEndUser, lease_secs: 900, save_deadline_secs: 60 },
+  }));
   routers.push(gatewayRouter({ environments, passwordFor: proxyCredentials.passwordFor, proxyUrl, caCertPem: ca.certPem }));
   routers.push(secretsRouter({ secrets }), egressRouter({ egress }));
   routers.push(webhooksRouter({ endpoints: webhookEndpoints, deliveries: webhookDelivery }));

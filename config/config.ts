@@ -55,6 +55,8 @@ export interface Config {
   google: { clientId: string | null; clientSecret: string | null; authUrl: string; tokenUrl: string; revokeUrl: string };
   slack: { clientId: string | null; clientSecret: string | null; authUrl: string; tokenUrl: string; revokeUrl: string };
   chromiumPath: string;
+  /** Browser lease concurrency (service.md, Browser limits): GATEWAY_BROWSER_LEASES_PER_DEVELOPER / _PER_END_USER. */
+  browserLimits: { perDeveloper: number; perEndUser: number };
   logLevel: string;
 }
 
@@ -111,6 +113,8 @@ const schema = Joi.object({
   GATEWAY_CGROUP_ROOT: Joi.string().min(1),
   GATEWAY_HOST_RPC_URL: httpUrl.allow(''),
   CHROMIUM_PATH: Joi.string().min(1).default('/usr/bin/chromium'),
+  GATEWAY_BROWSER_LEASES_PER_DEVELOPER: Joi.number().integer().min(0).max(1_000_000).default(50),
+  GATEWAY_BROWSER_LEASES_PER_END_USER: Joi.number().integer().min(0).max(1_000_000).default(5),
   LOG_LEVEL: Joi.string().valid('fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent').default('info'),
 }).unknown(true);
 
@@ -195,6 +199,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Readonly<Confi
       revokeUrl: value.SLACK_REVOKE_URL,
     },
     chromiumPath: value.CHROMIUM_PATH,
+    browserLimits: Object.freeze({ perDeveloper: value.GATEWAY_BROWSER_LEASES_PER_DEVELOPER, perEndUser: value.GATEWAY_BROWSER_LEASES_PER_END_USER }),
     logLevel: value.LOG_LEVEL,
   };
   return Object.freeze(cfg);
