@@ -70,6 +70,8 @@ import { createAgentVersionsService } from '../environments/agent-versions.servi
 import { usageRouter } from '../api/routes/usage.js';
 import { browserRouter } from '../api/routes/browser.js';
 import { createProfilesService } from '../browser/profiles.service.js';
+import { createLeasesService } from '../browser/leases.service.js';
+import { ChromiumBroker } from '../browser/chromium-broker.js';
 import { hostToken, remoteHost, startHostRpc } from '../hosts/rpc.js';
 import { environmentsStore } from '../environments/environments.store.js';
 import { fromJson } from '../store/db.js';
@@ -96,6 +98,8 @@ export interface RunningService {
   firstStartKey: string | null;
   /** The local environment host (null with GATEWAY_RUNTIME=none or where it could not start). */
   host: HostAgent | null;
+  /** The browser broker (tests reach a lease's context through it until the CDP relay lands). */
+  browserBroker: ChromiumBroker;
   /** DATA_DIR (environments' disks live under DATA_DIR/environments unless GATEWAY_ENVIRONMENTS_DIR says otherwise). */
   dataDir: string;
   /** Exec and files inside environments. */
@@ -445,10 +449,21 @@ export async function startService(config: Readonly<Config>, log: Logger, opts: 
   await jobs.every('hosts-offline', 10_000, {});
   const routers = [environmentsRouter({ environments, wakeups, schedules }), templatesRouter({ templates }), runtimeRouter({ runtime })];
   routers.push(usageRouter({ usage, versions: agentVersions, environments }));
-  // The browser pool (issue 14): profiles and limits so far.
-  const profiles = createProfilesService({ db, clock });
+  // The browser pool (issue 14): profiles, leases on the Chromium broker, limits.
+  const broker = new ChromiumBroker({ executablePath: config.chromiumPath, leafKeyPem: issuer.keyPem, log });
+  const leases = createLeasesService({
+    db, clock, keyring, log, broker,
+    limits: config.browserLimits,
+    proxyFor: (environmentId) => ({ server: `http://${urlHost(wildcardBind ? '127.0.0.1' : config.host)}:${proxy.port}`, username: environmentId, password: proxyCredentials.passwordFor(environmentId) }),
+  });
+  const profiles = createProfilesService({ db, clock, inUse: (id) => leases.profileInUse(id) });
+  jobs.define('reclaim-leases', async () => {
+    await leases.reclaimDue();
+  }, { retry: false });
+  await jobs.every('reclaim-leases', 5000, {});
   routers.push(browserRouter({
     profiles,
+    leases,
     limits: { per_developer: config.browserLimits.perDeveloper, per_end_user: config.browserLimits.perEndUser, lease_secs: 900, save_deadline_secs: 60 },
   }));
   routers.push(gatewayRouter({ environments, passwordFor: proxyCredentials.passwordFor, proxyUrl, caCertPem: ca.certPem }));
@@ -495,6 +510,7 @@ export async function startService(config: Readonly<Config>, log: Logger, opts: 
     firstStartKey,
     host: hostAgent,
     dataDir: config.dataDir,
+    browserBroker: broker,
     runtime,
     async close() {
       if (apiServer) {
@@ -504,6 +520,7 @@ export async function startService(config: Readonly<Config>, log: Logger, opts: 
         });
       }
       // Environments end with their host (the process sandbox dies with this process anyway).
+      await broker.shutdown();
       await hostRpc?.close();
       await hostAgent?.close();
       await hostRpcClient.close();

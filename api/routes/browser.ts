@@ -1,10 +1,11 @@
 import { Router } from 'express';
 import type { ProfilesService, Profile } from '../../browser/profiles.service.js';
 import { developerOf } from '../middleware/auth.js';
-import { noBody, requireJson } from '../middleware/json-body.js';
+import { noBody, optionalJsonBody, requireJson } from '../middleware/json-body.js';
+import type { LeasesService, Lease, LeaseMode } from '../../browser/leases.service.js';
 import { validateBody } from '../validation.js';
 import { optionalString, page, parsePage } from '../pagination.js';
-import { profileCreateSchema } from '../schemas/browser.js';
+import { leaseCreateSchema, leaseReleaseSchema, profileCreateSchema } from '../schemas/browser.js';
 
 /**
  * The browser pool's management API (service.md, Browser endpoints; issue 14): profiles
@@ -17,7 +18,8 @@ export interface BrowserLimits {
   save_deadline_secs: number;
 }
 
-export function browserRouter(deps: { profiles: ProfilesService; limits: BrowserLimits }): Router {
+export function browserRouter(deps: { profiles: ProfilesService; leases: LeasesService; limits: BrowserLimits }): Router {
+  const { leases } = deps;
   const { profiles } = deps;
   const r = Router();
 
@@ -36,6 +38,28 @@ export function browserRouter(deps: { profiles: ProfilesService; limits: Browser
   r.delete('/browser/profiles/:id', noBody, async (req, res) => {
     await profiles.remove(developerOf(req).id, req.params.id!);
     res.status(204).end();
+  });
+  r.get('/browser/leases', async (req, res) => {
+    const { limit, after } = parsePage(req.query);
+    const environmentId = optionalString(req.query, 'environment_id');
+    const state = optionalString(req.query, 'state');
+    res.json(page<Lease>(await leases.list(developerOf(req).id, { environmentId, state, limit, after }), limit));
+  });
+  r.post('/browser/leases', async (req, res) => {
+    const input = validateBody<{ environment_id: string; profile_id?: string | null; mode?: LeaseMode | null }>(leaseCreateSchema, requireJson(req));
+    res.status(201).json(await leases.create(developerOf(req).id, input));
+  });
+  r.get('/browser/leases/:id', noBody, async (req, res) => {
+    res.json(await leases.get(developerOf(req).id, req.params.id!));
+  });
+  r.post('/browser/leases/:id/renew', noBody, async (req, res) => {
+    res.json(await leases.renew(developerOf(req).id, req.params.id!));
+  });
+  r.post('/browser/leases/:id/release', async (req, res) => {
+    // An empty body is "no body" only without the JSON Content-Type (service.md, Endpoints).
+    const body = optionalJsonBody(req);
+    const { save } = body === undefined ? { save: undefined } : validateBody<{ save?: boolean | null }>(leaseReleaseSchema, body);
+    res.json(await leases.release(developerOf(req).id, req.params.id!, save));
   });
   r.get('/browser/limits', noBody, (_req, res) => {
     res.json(deps.limits);

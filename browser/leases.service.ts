@@ -1,0 +1,274 @@
+import type { Db, Tx } from '../store/db.js';
+import { isMysql, isUniqueViolation, withTx } from '../store/db.js';
+import type { Clock } from '../lib/clock.js';
+import { iso } from '../lib/clock.js';
+import type { Keyring } from '../lib/crypto.js';
+import { newId } from '../lib/ids.js';
+import type { Logger } from '../lib/log.js';
+import { ServiceError, notFound } from '../lib/errors.js';
+import { applyKeysetAfter } from '../store/keyset.js';
+import type { BrowserBroker, StorageState } from './broker.js';
+import type { ProfileRow } from './profiles.service.js';
+
+/**
+ * Browser leases (service.md, Browser lease state table; decisions.md, Browser; issue 14,
+ * item 2). A lease belongs to one environment and optionally one profile:
+ *
+ * - modes: with a profile `write` (default) or `read`, never `clean`; without one only
+ *   `clean`; one write lease per profile (409 `profile_locked`, by a unique index);
+ * - `pending` (the browser context is being opened) → `active` (15 minutes, renewable) →
+ *   on release: a saving write lease `releasing` (60 s for the state to come back) →
+ *   `released` with `saved` (profile version + 1) or `discarded`; read and clean leases are
+ *   `released` at once; an active lease past its time is reclaimed to `expired`;
+ * - concurrency limits per developer and per end user (429 `lease_limit_reached`).
+ */
+export type LeaseMode = 'read' | 'write' | 'clean';
+export type LeaseState = 'pending' | 'active' | 'releasing' | 'released' | 'expired';
+
+interface LeaseRow {
+  id: string;
+  developer_id: string;
+  environment_id: string;
+  end_user_id: string;
+  profile_id: string | null;
+  mode: LeaseMode;
+  state: LeaseState;
+  expires_at: number;
+  save_outcome: 'saved' | 'discarded' | null;
+  taken_over: boolean | number;
+  write_lock: string | null;
+  base_version: number | null;
+  created_at: number;
+  updated_at: number;
+  released_at: number | null;
+}
+
+export interface Lease {
+  id: string;
+  environment_id: string;
+  profile_id: string | null;
+  mode: LeaseMode;
+  state: LeaseState;
+  expires_at: string | null;
+  save_outcome: 'saved' | 'discarded' | null;
+  taken_over: boolean;
+  cdp_url: string | null;
+  created_at: string | null;
+}
+
+export const LEASE_MS = 15 * 60_000;
+export const SAVE_DEADLINE_MS = 60_000;
+const LIVE: LeaseState[] = ['pending', 'active', 'releasing'];
+
+function toLease(r: LeaseRow): Lease {
+  return {
+    id: r.id, environment_id: r.environment_id, profile_id: r.profile_id, mode: r.mode, state: r.state,
+    expires_at: iso(Number(r.expires_at)), save_outcome: r.save_outcome, taken_over: Boolean(r.taken_over),
+    // The agent's CDP endpoint (a relay limited to this lease's context) comes with the next step.
+    cdp_url: null,
+    created_at: iso(Number(r.created_at)),
+  };
+}
+
+export interface LeasesDeps {
+  db: Db;
+  clock: Clock;
+  keyring: Keyring;
+  log: Logger;
+  broker: BrowserBroker;
+  limits: { perDeveloper: number; perEndUser: number };
+  /** The gateway proxy with the environment's credentials: the browser is that agent's. */
+  proxyFor(environmentId: string): { server: string; username: string; password: string };
+}
+
+export function createLeasesService(deps: LeasesDeps) {
+  const { db, clock, keyring, broker, log } = deps;
+  const stateContext = (profileId: string) => `browser-profile:${profileId}`;
+
+  async function lockLease(trx: Tx, developerId: string, id: string): Promise<LeaseRow | undefined> {
+    const q = trx<LeaseRow>('browser_leases').where({ developer_id: developerId, id });
+    return (isMysql(trx) ? q.forUpdate() : q).first();
+  }
+
+  async function create(developerId: string, input: { environment_id: string; profile_id?: string | null; mode?: LeaseMode | null }): Promise<Lease> {
+    const profileId = input.profile_id ?? null;
+    const mode: LeaseMode = input.mode ?? (profileId ? 'write' : 'clean');
+    if (profileId && mode === 'clean') throw new ServiceError('invalid_request', 'a lease with a profile is read or write, never clean');
+    if (!profileId && mode !== 'clean') throw new ServiceError('invalid_request', 'a lease without a profile can only be clean');
+    const now = clock.nowMs();
+    let row: LeaseRow;
+    let profile: ProfileRow | undefined;
+    try {
+      row = await withTx(db, async (trx) => {
+        // Every create of this developer passes this row's lock: the limits hold under races.
+        const n = await trx('browser_lease_counters').where({ developer_id: developerId }).update({ touched_at: now });
+        if (!n) {
+          try {
+            await trx('browser_lease_counters').insert({ developer_id: developerId, touched_at: now });
+          } catch (err) {
+            if (!isUniqueViolation(err)) throw err;
+          }
+        }
+        const cq = trx('browser_lease_counters').where({ developer_id: developerId });
+        await (isMysql(trx) ? cq.forUpdate() : cq).first();
+        const env = await trx('environments').where({ developer_id: developerId, id: input.environment_id }).first();
+        if (!env) throw notFound();
+        if (env.desired_state === 'destroyed') throw new ServiceError('environment_destroyed', 'the environment is destroyed');
+        if (profileId) {
+          profile = await trx<ProfileRow>('browser_profiles').where({ developer_id: developerId, id: profileId }).whereNull('deleted_at').first();
+          if (!profile) throw notFound();
+          if (profile.end_user_id !== env.end_user_id) throw new ServiceError('invalid_request', 'the profile belongs to another end user than the environment');
+        }
+        await reclaimExpiredIn(trx, developerId, now);
+        const live = await trx('browser_leases').where({ developer_id: developerId }).whereIn('state', LIVE).count({ n: '*' }).first();
+        if (Number(live?.n ?? 0) >= deps.limits.perDeveloper) throw new ServiceError('lease_limit_reached', `at most ${deps.limits.perDeveloper} browser leases at once per developer`);
+        const mine = await trx('browser_leases').where({ developer_id: developerId, end_user_id: env.end_user_id }).whereIn('state', LIVE).count({ n: '*' }).first();
+        if (Number(mine?.n ?? 0) >= deps.limits.perEndUser) throw new ServiceError('lease_limit_reached', `at most ${deps.limits.perEndUser} browser leases at once per end user`);
+        const r: LeaseRow = {
+          id: newId('bls'), developer_id: developerId, environment_id: env.id, end_user_id: env.end_user_id, profile_id: profileId, mode,
+          state: 'pending', expires_at: now + LEASE_MS, save_outcome: null, taken_over: false,
+          write_lock: mode === 'write' ? profileId : null, base_version: profile ? Number(profile.version) : null,
+          created_at: now, updated_at: now, released_at: null,
+        };
+        await trx('browser_leases').insert(r);
+        return r;
+      });
+    } catch (err) {
+      if (isUniqueViolation(err)) throw new ServiceError('profile_locked', 'another write lease holds this profile');
+      throw err;
+    }
+    // The context: the profile's state (read and write), or nothing (clean).
+    try {
+      const storageState = profile?.state_enc ? (JSON.parse(keyring.decryptString(profile.state_enc, stateContext(profile.id))) as StorageState) : null;
+      await broker.open({ id: row.id, storageState, proxy: deps.proxyFor(row.environment_id) });
+    } catch (err) {
+      log.error({ err, lease_id: row.id }, 'browser context could not be opened');
+      await db('browser_leases').where({ id: row.id }).update({ state: 'released', write_lock: null, released_at: clock.nowMs(), updated_at: clock.nowMs() });
+      throw new ServiceError('host_unavailable', 'the browser could not be started');
+    }
+    await db('browser_leases').where({ id: row.id, state: 'pending' }).update({ state: 'active', updated_at: clock.nowMs() });
+    return get(developerId, row.id);
+  }
+
+  /** Active or pending leases past their time become `expired`; releasing ones past the deadline are discarded. */
+  async function reclaimExpiredIn(trx: Tx | Db, developerId: string | null, now: number): Promise<string[]> {
+    const q = trx<LeaseRow>('browser_leases').whereIn('state', LIVE).where('expires_at', '<=', now);
+    if (developerId) q.where({ developer_id: developerId });
+    const due = await q;
+    for (const r of due) {
+      const next = r.state === 'releasing'
+        ? { state: 'released', save_outcome: 'discarded' }
+        : { state: 'expired' };
+      await trx('browser_leases').where({ id: r.id, state: r.state }).update({ ...next, write_lock: null, released_at: now, updated_at: now });
+    }
+    const ids = due.map((r) => r.id);
+    // The contexts close after the commit (a rollback would leave them open: the next sweep closes them).
+    setImmediate(() => {
+      for (const id of ids) void broker.close(id);
+    });
+    return ids;
+  }
+
+  async function reclaimDue(): Promise<number> {
+    return (await withTx(db, (trx) => reclaimExpiredIn(trx, null, clock.nowMs()))).length;
+  }
+
+  async function get(developerId: string, id: string): Promise<Lease> {
+    const r = await db<LeaseRow>('browser_leases').where({ developer_id: developerId, id }).first();
+    if (!r) throw notFound();
+    if (LIVE.includes(r.state) && Number(r.expires_at) <= clock.nowMs()) {
+      await withTx(db, (trx) => reclaimExpiredIn(trx, developerId, clock.nowMs()));
+      return get(developerId, id);
+    }
+    return toLease(r);
+  }
+
+  async function list(developerId: string, opts: { environmentId?: string; state?: string; limit: number; after: string | null }): Promise<Lease[]> {
+    await withTx(db, (trx) => reclaimExpiredIn(trx, developerId, clock.nowMs()));
+    const q = db<LeaseRow>('browser_leases').where({ developer_id: developerId });
+    if (opts.environmentId !== undefined) q.where({ environment_id: opts.environmentId });
+    if (opts.state !== undefined) q.where('state', opts.state);
+    await applyKeysetAfter(db, q, 'browser_leases', 'created_at', opts.after, 'asc', { developer_id: developerId });
+    return (await q.limit(opts.limit + 1)).map(toLease);
+  }
+
+  const notActive = (): ServiceError => new ServiceError('lease_not_active', 'the lease is not active');
+
+  async function renew(developerId: string, id: string): Promise<Lease> {
+    const now = clock.nowMs();
+    await withTx(db, async (trx) => {
+      const r = await lockLease(trx, developerId, id);
+      if (!r) throw notFound();
+      if (r.state !== 'active' || Number(r.expires_at) <= now) throw notActive();
+      await trx('browser_leases').where({ id }).update({ expires_at: now + LEASE_MS, updated_at: now });
+    });
+    return get(developerId, id);
+  }
+
+  /** `save` omitted or null means true; meaningful only for write leases. */
+  async function release(developerId: string, id: string, save: boolean | null | undefined): Promise<Lease> {
+    const now = clock.nowMs();
+    const saving = save !== false;
+    const outcome = await withTx(db, async (trx) => {
+      const r = await lockLease(trx, developerId, id);
+      if (!r) throw notFound();
+      if (LIVE.includes(r.state) && Number(r.expires_at) <= now) {
+        await reclaimExpiredIn(trx, developerId, now);
+        return 'expired' as const;
+      }
+      if (r.state === 'released') return 'as_is' as const;
+      if (r.state === 'releasing') {
+        if (!saving) throw notActive();
+        return 'as_is' as const;
+      }
+      if (r.state !== 'active') throw notActive();
+      if (r.mode === 'write' && saving) {
+        await trx('browser_leases').where({ id }).update({ state: 'releasing', expires_at: now + SAVE_DEADLINE_MS, updated_at: now });
+        return 'export' as const;
+      }
+      await trx('browser_leases').where({ id }).update({
+        state: 'released', save_outcome: r.mode === 'write' ? 'discarded' : null, write_lock: null, released_at: now, updated_at: now,
+      });
+      return 'close' as const;
+    });
+    if (outcome === 'expired') throw notActive();
+    if (outcome === 'close') await broker.close(id);
+    if (outcome === 'export') void saveState(developerId, id);
+    return get(developerId, id);
+  }
+
+  /**
+   * The broker ends the session and hands the signed-in state back; it is encrypted and
+   * stored as the profile's next version. Nothing back before the deadline: the reclaim
+   * job discards it.
+   */
+  async function saveState(developerId: string, id: string): Promise<void> {
+    let state: StorageState;
+    try {
+      state = await broker.exportState(id);
+    } catch (err) {
+      log.warn({ err, lease_id: id }, 'browser state could not be exported; the lease will be discarded at its deadline');
+      return;
+    } finally {
+      await broker.close(id);
+    }
+    await withTx(db, async (trx) => {
+      const r = await lockLease(trx, developerId, id);
+      if (!r || r.state !== 'releasing' || !r.profile_id) return;
+      const now = clock.nowMs();
+      const sealed = keyring.encrypt(JSON.stringify(state), stateContext(r.profile_id));
+      const n = await trx('browser_profiles').where({ id: r.profile_id }).whereNull('deleted_at').update({ state_enc: sealed, updated_at: now, version: trx.raw('version + 1') });
+      await trx('browser_leases').where({ id }).update({ state: 'released', save_outcome: n ? 'saved' : 'discarded', write_lock: null, released_at: now, updated_at: now });
+    });
+  }
+
+  /** Whether a pending, active or releasing lease uses the profile (profile delete: 409 profile_in_use). */
+  async function profileInUse(profileId: string): Promise<boolean> {
+    const r = await db('browser_leases').where({ profile_id: profileId }).whereIn('state', LIVE).where('expires_at', '>', clock.nowMs()).first('id');
+    return Boolean(r);
+  }
+
+  return { create, get, list, renew, release, reclaimDue, profileInUse };
+}
+
+export type LeasesService = ReturnType<typeof createLeasesService>;

@@ -1,0 +1,201 @@
+import { expect } from 'chai';
+import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { startTestService, type TestService } from '../helpers/service.js';
+import { startFakeUpstream, type FakeUpstream } from '../helpers/upstream.js';
+
+const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
+
+/**
+ * Browser leases on real Chromium (issue 14, items 2 and 3): every rule of the lease state
+ * table through the API, and a profile's signed-in state (an HttpOnly cookie and
+ * localStorage set by a page loaded through the gateway) saved by a write lease, loaded by
+ * a read lease that never writes it back, absent from a clean one.
+ */
+describe('browser leases (Chromium)', function () {
+  this.timeout(90_000);
+  let t: TestService;
+  let up: FakeUpstream;
+  let dir: string;
+  let env: any;
+  let n = 0;
+
+  before(async function () {
+    if (!existsSync(CHROMIUM)) {
+      console.log(`      skipped: no Chromium at ${CHROMIUM} (apt-get install chromium; .ci/run does)`);
+      this.skip();
+    }
+    up = await startFakeUpstream();
+    up.respond = (req, res) => {
+      if (req.url === '/login') {
+        res.writeHead(200, { 'content-type': 'text/html', 'set-cookie': 'session=signed-in-cookie; HttpOnly; Secure; Path=/' });
+        return res.end('<html><body>signed in</body></html>');
+      }
+      res.writeHead(200, { 'content-type': 'text/html' });
+      res.end(`<html><body>cookie:${req.headers.cookie ?? ''}</body></html>`);
+    };
+    dir = mkdtempSync(join(tmpdir(), 'gw-browser-'));
+    writeFileSync(join(dir, 'ca.pem'), up.ca.certPem);
+    t = await startTestService({
+      GATEWAY_UPSTREAM_OVERRIDES: `app.example.com=127.0.0.1:${up.port}`,
+      GATEWAY_UPSTREAM_CA_FILE: join(dir, 'ca.pem'),
+      GATEWAY_BROWSER_LEASES_PER_END_USER: '3',
+      CHROMIUM_PATH: CHROMIUM,
+    });
+    env = (await t.api.post('/v1/environments', { end_user_id: 'browser-user', egress_allow: ['app.example.com'] })).body;
+  });
+  after(async () => {
+    await t?.close();
+    await up?.close();
+    if (dir) rmSync(dir, { recursive: true, force: true });
+  });
+
+  const profile = async (endUser = 'browser-user') => (await t.api.post('/v1/browser/profiles', { end_user_id: endUser, name: `p${++n}` })).body;
+  const lease = (body: Record<string, unknown>) => t.api.post('/v1/browser/leases', { environment_id: env.id, ...body });
+  const release = (id: string, body?: unknown) => t.api.post(`/v1/browser/leases/${id}/release`, body);
+  async function until(id: string, state: string): Promise<any> {
+    for (let i = 0; i < 200; i++) {
+      const l = (await t.api.get(`/v1/browser/leases/${id}`)).body;
+      if (l.state === state) return l;
+      await new Promise((r) => setTimeout(r, 25));
+    }
+    throw new Error(`lease ${id} never reached ${state}`);
+  }
+  /** The agent's browser: a page of the lease's context, through the gateway. */
+  const page = async (leaseId: string) => t.svc.browserBroker.context(leaseId)!.newPage();
+
+  it('mode rules, and 404 / 400 / 409 before anything is created', async () => {
+    const p = await profile();
+    const cases: Array<[Record<string, unknown>, number, string?]> = [
+      [{ profile_id: p.id, mode: 'clean' }, 400, 'invalid_request'],
+      [{ mode: 'write' }, 400, 'invalid_request'],
+      [{ mode: 'read' }, 400, 'invalid_request'],
+      [{ mode: 'sideways' }, 422, 'invalid_body'],
+      [{ profile_id: 'bpr_000000000000000000000000' }, 404],
+      [{ environment_id: 'env_000000000000000000000000' }, 404],
+      [{ profile_id: (await profile('someone-else')).id }, 400, 'invalid_request'],
+    ];
+    for (const [body, status, code] of cases) {
+      const r = await lease(body);
+      expect(r.status, JSON.stringify(body)).to.equal(status);
+      if (code) expect(r.body.error).to.equal(code);
+    }
+    const gone = (await t.api.post('/v1/environments', { end_user_id: 'browser-gone' })).body;
+    await t.api.delete(`/v1/environments/${gone.id}`);
+    const r = await t.api.post('/v1/browser/leases', { environment_id: gone.id });
+    expect(r.status).to.equal(409);
+    expect(r.body.error).to.equal('environment_destroyed');
+    expect((await t.api.get('/v1/browser/leases')).body.data).to.deep.equal([]);
+  });
+
+  it('a clean lease: active for 15 minutes, renewed, released; release again is as is; renew then 409', async () => {
+    const r = await lease({});
+    expect(r.status).to.equal(201);
+    expect(r.body).to.include({ mode: 'clean', state: 'active', profile_id: null, taken_over: false, save_outcome: null });
+    expect(Date.parse(r.body.expires_at) - t.svc.clock.nowMs()).to.be.within(14 * 60_000, 15 * 60_000);
+    await t.advance(600);
+    const renewed = await t.api.post(`/v1/browser/leases/${r.body.id}/renew`);
+    expect(Date.parse(renewed.body.expires_at) - t.svc.clock.nowMs()).to.be.within(14 * 60_000, 15 * 60_000);
+    const rel = await release(r.body.id);
+    expect(rel.body).to.include({ state: 'released', save_outcome: null });
+    expect((await release(r.body.id)).body.state).to.equal('released');
+    const again = await t.api.post(`/v1/browser/leases/${r.body.id}/renew`);
+    expect(again.status).to.equal(409);
+    expect(again.body.error).to.equal('lease_not_active');
+    expect(t.svc.browserBroker.has(r.body.id)).to.equal(false);
+  });
+
+  it('one write lease per profile, enforced by the database under a race; read leases alongside', async () => {
+    const p = await profile();
+    const rs = await Promise.all(Array.from({ length: 5 }, () => lease({ profile_id: p.id })));
+    const ok = rs.filter((r) => r.status === 201);
+    expect(ok).to.have.length(1);
+    expect(ok[0]!.body.mode).to.equal('write');
+    for (const r of rs.filter((x) => x.status !== 201)) expect(r.body.error).to.equal('profile_locked');
+    const read = await lease({ profile_id: p.id, mode: 'read' });
+    expect(read.status).to.equal(201);
+    // In use: the profile cannot be deleted.
+    const del = await t.api.delete(`/v1/browser/profiles/${p.id}`);
+    expect(del.status).to.equal(409);
+    expect(del.body.error).to.equal('profile_in_use');
+    await release(ok[0]!.body.id, { save: false });
+    await release(read.body.id);
+    expect((await t.api.delete(`/v1/browser/profiles/${p.id}`)).status).to.equal(204);
+  });
+
+  it('signed-in state: saved by a write lease (version + 1), loaded by a read lease that never writes it back, absent from a clean lease', async () => {
+    const p = await profile();
+    const w = (await lease({ profile_id: p.id })).body;
+    const pg = await page(w.id);
+    await pg.goto('https://app.example.com/login');
+    await pg.evaluate(() => localStorage.setItem('token-hint', 'remember-me'));
+    const rel = await release(w.id);
+    expect(rel.status).to.equal(200);
+    expect(['releasing', 'released']).to.include(rel.body.state);
+    const done = await until(w.id, 'released');
+    expect(done.save_outcome).to.equal('saved');
+    expect((await t.api.get(`/v1/browser/profiles/${p.id}`)).body.version).to.equal(1);
+    // Encrypted at rest: neither the cookie nor the local storage value is readable in the row.
+    const row = await t.svc.db('browser_profiles').where({ id: p.id }).first();
+    expect(row.state_enc).to.not.include('signed-in-cookie');
+    expect(row.state_enc).to.not.include('remember-me');
+
+    const r = (await lease({ profile_id: p.id, mode: 'read' })).body;
+    const rp = await page(r.id);
+    await rp.goto('https://app.example.com/whoami');
+    expect(await rp.textContent('body')).to.equal('cookie:session=signed-in-cookie');
+    expect(await rp.evaluate(() => localStorage.getItem('token-hint'))).to.equal('remember-me');
+    await rp.evaluate(() => localStorage.setItem('token-hint', 'changed-by-read'));
+    expect((await release(r.id)).body).to.include({ state: 'released', save_outcome: null });
+    expect((await t.api.get(`/v1/browser/profiles/${p.id}`)).body.version).to.equal(1);
+
+    const c = (await lease({})).body;
+    const cp = await page(c.id);
+    await cp.goto('https://app.example.com/whoami');
+    expect(await cp.textContent('body')).to.equal('cookie:');
+    await release(c.id);
+
+    // A write lease released with save false: discarded, the version stays.
+    const w2 = (await lease({ profile_id: p.id })).body;
+    expect((await release(w2.id, { save: false })).body).to.include({ state: 'released', save_outcome: 'discarded' });
+    expect((await t.api.get(`/v1/browser/profiles/${p.id}`)).body.version).to.equal(1);
+  });
+
+  it('release bodies: save must be a boolean or null; the JSON Content-Type with an empty body is 400; no body at all is fine', async () => {
+    const l = (await lease({})).body;
+    expect((await release(l.id, { save: 'yes' })).status).to.equal(422);
+    expect((await release(l.id, { other: 1 })).status).to.equal(422);
+    const empty = await t.raw('POST', `/v1/browser/leases/${l.id}/release`, { headers: { authorization: `Bearer ${t.api.key}`, 'content-type': 'application/json' } });
+    expect(empty.status).to.equal(400);
+    const bare = await t.raw('POST', `/v1/browser/leases/${l.id}/release`, { headers: { authorization: `Bearer ${t.api.key}` } });
+    expect(bare.status).to.equal(200);
+    expect(bare.body.state).to.equal('released');
+  });
+
+  it('expiry: an active lease past 15 minutes is reclaimed (expired); release and renew then 409', async () => {
+    const l = (await lease({})).body;
+    await t.advance(15 * 60 + 1);
+    const got = (await t.api.get(`/v1/browser/leases/${l.id}`)).body;
+    expect(got.state).to.equal('expired');
+    for (const r of [await release(l.id), await t.api.post(`/v1/browser/leases/${l.id}/renew`)]) {
+      expect(r.status).to.equal(409);
+      expect(r.body.error).to.equal('lease_not_active');
+    }
+    await new Promise((r) => setImmediate(r));
+    expect(t.svc.browserBroker.has(l.id)).to.equal(false);
+  });
+
+  it('the per-end-user limit: 429 lease_limit_reached past it; released leases free their place', async () => {
+    const ls = [];
+    for (let i = 0; i < 3; i++) ls.push((await lease({})).body);
+    const r = await lease({});
+    expect(r.status).to.equal(429);
+    expect(r.body.error).to.equal('lease_limit_reached');
+    await release(ls[0].id);
+    expect((await lease({})).status).to.equal(201);
+    const listed = (await t.api.get(`/v1/browser/leases?environment_id=${env.id}&state=active`)).body.data;
+    expect(listed).to.have.length(3);
+    for (const l of listed) await release(l.id);
+  });
+});
