@@ -72,6 +72,10 @@ import { browserRouter } from '../api/routes/browser.js';
 import { createProfilesService } from '../browser/profiles.service.js';
 import { createLeasesService } from '../browser/leases.service.js';
 import { ChromiumBroker } from '../browser/chromium-broker.js';
+import { relayCdp } from '../browser/cdp-relay.js';
+import { WebSocketServer } from 'ws';
+import { createHmac } from 'node:crypto';
+import { constantTimeEqual } from '../lib/crypto.js';
 import { hostToken, remoteHost, startHostRpc } from '../hosts/rpc.js';
 import { environmentsStore } from '../environments/environments.store.js';
 import { fromJson } from '../store/db.js';
@@ -451,8 +455,17 @@ export async function startService(config: Readonly<Config>, log: Logger, opts: 
   routers.push(usageRouter({ usage, versions: agentVersions, environments }));
   // The browser pool (issue 14): profiles, leases on the Chromium broker, limits.
   const broker = new ChromiumBroker({ executablePath: config.chromiumPath, leafKeyPem: issuer.keyPem, log });
+  // The agent's CDP endpoint per lease: ws(s)://<BASE_URL>/v1/browser/leases/<id>/cdp?token=<HMAC of the id>.
+  const cdpKey = keyring.deriveSubkey('browser-cdp');
+  const cdpToken = (leaseId: string): string => createHmac('sha256', cdpKey).update(leaseId).digest('base64url');
+  const cdpClients = new Map<string, Set<import('ws').WebSocket>>();
   const leases = createLeasesService({
     db, clock, keyring, log, broker,
+    cdpUrl: (id) => `${publicBaseUrl.replace(/^http/, 'ws')}/v1/browser/leases/${id}/cdp?token=${cdpToken(id)}`,
+    onEnded: (id) => {
+      for (const ws of cdpClients.get(id) ?? []) ws.close(1000, 'the lease ended');
+      cdpClients.delete(id);
+    },
     limits: config.browserLimits,
     proxyFor: (environmentId) => ({ server: `http://${urlHost(wildcardBind ? '127.0.0.1' : config.host)}:${proxy.port}`, username: environmentId, password: proxyCredentials.passwordFor(environmentId) }),
   });
@@ -483,6 +496,31 @@ export async function startService(config: Readonly<Config>, log: Logger, opts: 
 
   const apiServer = opts.api === false ? null : createServer(app);
   apiServer?.on('clientError', answerUnparsable);
+  // WebSocket upgrades: a lease's CDP relay (the token in the URL is its credential).
+  const wss = new WebSocketServer({ noServer: true, maxPayload: 256 * 1024 * 1024, perMessageDeflate: false });
+  apiServer?.on('upgrade', (req, socket, head) => {
+    void (async () => {
+      const refuse = (status: number, text: string): void => {
+        socket.end(`HTTP/1.1 ${status} ${text}\r\nConnection: close\r\nContent-Length: 0\r\n\r\n`);
+      };
+      const m = /^\/v1\/browser\/leases\/(bls_[0-9a-f]{24})\/cdp(?:\?(.*))?$/.exec(req.url ?? '');
+      if (!m) return refuse(404, 'Not Found');
+      const id = m[1]!;
+      const token = new URLSearchParams(m[2] ?? '').get('token') ?? '';
+      if (!constantTimeEqual(token, cdpToken(id))) return refuse(401, 'Unauthorized');
+      const lease = await leases.activeRow(id).catch(() => null);
+      const endpoint = broker.endpoint();
+      const contextId = broker.contextId(id);
+      if (!lease || !endpoint || !contextId) return refuse(409, 'Conflict');
+      wss.handleUpgrade(req, socket, head, (ws) => {
+        let set = cdpClients.get(id);
+        if (!set) cdpClients.set(id, (set = new Set()));
+        set.add(ws);
+        ws.on('close', () => set!.delete(ws));
+        relayCdp(ws, endpoint, contextId, { takenOver: () => false });
+      });
+    })();
+  });
   const apiPort = apiServer ? await listen(apiServer, config.host, config.apiPort) : config.apiPort;
   const apiUrl = apiServer ? `http://${urlHost(config.host)}:${apiPort}` : '';
   const baseUrl = config.baseUrl ?? (apiUrl || `http://${urlHost(config.host)}:${config.apiPort}`);
@@ -520,6 +558,8 @@ export async function startService(config: Readonly<Config>, log: Logger, opts: 
         });
       }
       // Environments end with their host (the process sandbox dies with this process anyway).
+      for (const set of cdpClients.values()) for (const ws of set) ws.terminate();
+      wss.close();
       await broker.shutdown();
       await hostRpc?.close();
       await hostAgent?.close();

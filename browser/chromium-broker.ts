@@ -1,4 +1,9 @@
+import { spawn, type ChildProcess } from 'node:child_process';
 import { createHash, createPublicKey } from 'node:crypto';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { createInterface } from 'node:readline';
 import { chromium, type Browser, type BrowserContext } from 'playwright-core';
 import type { Logger } from '../lib/log.js';
 import type { BrowserBroker, OpenLease, StorageState } from './broker.js';
@@ -30,8 +35,12 @@ const FLAGS = [
 
 export class ChromiumBroker implements BrowserBroker {
   #browser: Browser | null = null;
+  #proc: ChildProcess | null = null;
+  /** The browser's own CDP endpoint (ws://127.0.0.1:<port>/devtools/browser/<id>): the lease relays connect to it, never the agent. */
+  #wsEndpoint: string | null = null;
   #starting: Promise<Browser> | null = null;
   readonly #contexts = new Map<string, BrowserContext>();
+  readonly #contextIds = new Map<string, string>();
   readonly #spki: string;
 
   constructor(private readonly opts: ChromiumBrokerOptions) {
@@ -45,23 +54,72 @@ export class ChromiumBroker implements BrowserBroker {
 
   async #ensure(): Promise<Browser> {
     if (this.#browser?.isConnected()) return this.#browser;
-    this.#starting ??= chromium.launch({
-      executablePath: this.opts.executablePath,
-      headless: true,
-      args: [...FLAGS, `--ignore-certificate-errors-spki-list=${this.#spki}`],
-      // Per-context proxies need a global one on some platforms; every context sets its own.
-      proxy: { server: 'http://per-context' },
-    }).then((b) => {
-      this.#browser = b;
-      b.on('disconnected', () => {
-        this.#browser = null;
-        this.#contexts.clear();
-      });
-      return b;
-    }).finally(() => {
+    this.#starting ??= this.#launch().finally(() => {
       this.#starting = null;
     });
     return this.#starting;
+  }
+
+  /**
+   * Chromium is started here (not by playwright's launch) so that it serves CDP on a
+   * loopback port: the broker drives it through that endpoint, and each lease's relay
+   * (cdp-relay.ts) opens its own connection to it, filtered to the lease's context.
+   */
+  async #launch(): Promise<Browser> {
+    const dir = mkdtempSync(join(tmpdir(), 'gw-chromium-'));
+    const proc = spawn(this.opts.executablePath, [
+      ...FLAGS, `--ignore-certificate-errors-spki-list=${this.#spki}`,
+      '--headless=new', '--remote-debugging-address=127.0.0.1', '--remote-debugging-port=0', `--user-data-dir=${dir}`,
+      // Every context sets its own proxy (the lease's environment's credentials).
+      '--proxy-server=http://per-context', 'about:blank',
+    ], { stdio: ['ignore', 'ignore', 'pipe'] });
+    const ws = await new Promise<string>((resolve, reject) => {
+      const timer = setTimeout(() => reject(new Error('Chromium did not start within 30 s')), 30_000);
+      const lines = createInterface({ input: proc.stderr! });
+      lines.on('line', (line) => {
+        const m = /DevTools listening on (ws:\/\/\S+)/.exec(line);
+        if (m) {
+          clearTimeout(timer);
+          resolve(m[1]!);
+        }
+      });
+      proc.once('exit', (code) => {
+        clearTimeout(timer);
+        reject(new Error(`Chromium exited at start (${code})`));
+      });
+      proc.once('error', (err) => {
+        clearTimeout(timer);
+        reject(err);
+      });
+    });
+    proc.stderr!.resume();
+    const b = await chromium.connectOverCDP(ws);
+    this.#proc = proc;
+    this.#wsEndpoint = ws;
+    this.#browser = b;
+    b.on('disconnected', () => {
+      this.#browser = null;
+      this.#wsEndpoint = null;
+      this.#contexts.clear();
+    });
+    proc.once('exit', () => {
+      if (this.#proc === proc) this.#proc = null;
+      // Its helper processes may still be writing: retried, never thrown (a leftover temp dir is harmless).
+      try {
+        rmSync(dir, { recursive: true, force: true, maxRetries: 5, retryDelay: 50 });
+      } catch { /* left for the OS's temp cleanup */ }
+    });
+    return b;
+  }
+
+  /** The browser's CDP endpoint, for the lease relays (null while it is not running). */
+  endpoint(): string | null {
+    return this.#browser?.isConnected() ? this.#wsEndpoint : null;
+  }
+
+  /** The CDP id of a lease's browser context (what the relay limits the agent to). */
+  contextId(leaseId: string): string | null {
+    return this.#contextIds.get(leaseId) ?? null;
   }
 
   /** Starts the browser ahead of the first lease (a warm pool of one). */
@@ -78,6 +136,12 @@ export class ChromiumBroker implements BrowserBroker {
       serviceWorkers: 'block',
     });
     this.#contexts.set(lease.id, context);
+    // Its CDP id: a page's target tells it (Target.getTargetInfo on a fresh page).
+    const page = await context.newPage();
+    const session = await context.newCDPSession(page);
+    const { targetInfo } = (await session.send('Target.getTargetInfo')) as { targetInfo: { browserContextId?: string } };
+    await session.detach();
+    if (targetInfo.browserContextId) this.#contextIds.set(lease.id, targetInfo.browserContextId);
   }
 
   context(leaseId: string): BrowserContext | undefined {
@@ -93,6 +157,7 @@ export class ChromiumBroker implements BrowserBroker {
   async close(leaseId: string): Promise<void> {
     const c = this.#contexts.get(leaseId);
     this.#contexts.delete(leaseId);
+    this.#contextIds.delete(leaseId);
     await c?.close().catch(() => {});
   }
 
@@ -104,6 +169,12 @@ export class ChromiumBroker implements BrowserBroker {
     const b = this.#browser ?? (this.#starting ? await this.#starting.catch(() => null) : null);
     this.#browser = null;
     this.#contexts.clear();
+    this.#contextIds.clear();
     await b?.close().catch(() => {});
+    const proc = this.#proc;
+    if (proc && proc.exitCode === null) {
+      proc.kill('SIGKILL');
+      await new Promise((r) => proc.once('exit', r));
+    }
   }
 }

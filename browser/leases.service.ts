@@ -60,12 +60,12 @@ export const LEASE_MS = 15 * 60_000;
 export const SAVE_DEADLINE_MS = 60_000;
 const LIVE: LeaseState[] = ['pending', 'active', 'releasing'];
 
-function toLease(r: LeaseRow): Lease {
+function toLease(r: LeaseRow, cdpUrl?: (id: string) => string | null): Lease {
   return {
     id: r.id, environment_id: r.environment_id, profile_id: r.profile_id, mode: r.mode, state: r.state,
     expires_at: iso(Number(r.expires_at)), save_outcome: r.save_outcome, taken_over: Boolean(r.taken_over),
-    // The agent's CDP endpoint (a relay limited to this lease's context) comes with the next step.
-    cdp_url: null,
+    // The agent's CDP endpoint (cdp-relay.ts), while the lease is active.
+    cdp_url: r.state === 'active' && cdpUrl ? cdpUrl(r.id) : null,
     created_at: iso(Number(r.created_at)),
   };
 }
@@ -79,6 +79,10 @@ export interface LeasesDeps {
   limits: { perDeveloper: number; perEndUser: number };
   /** The gateway proxy with the environment's credentials: the browser is that agent's. */
   proxyFor(environmentId: string): { server: string; username: string; password: string };
+  /** The lease's CDP URL (with its token). */
+  cdpUrl?: (leaseId: string) => string | null;
+  /** A lease ended (released, expired): its agent connections are closed. */
+  onEnded?: (leaseId: string) => void;
 }
 
 export function createLeasesService(deps: LeasesDeps) {
@@ -164,7 +168,10 @@ export function createLeasesService(deps: LeasesDeps) {
     const ids = due.map((r) => r.id);
     // The contexts close after the commit (a rollback would leave them open: the next sweep closes them).
     setImmediate(() => {
-      for (const id of ids) void broker.close(id);
+      for (const id of ids) {
+        deps.onEnded?.(id);
+        void broker.close(id);
+      }
     });
     return ids;
   }
@@ -180,7 +187,7 @@ export function createLeasesService(deps: LeasesDeps) {
       await withTx(db, (trx) => reclaimExpiredIn(trx, developerId, clock.nowMs()));
       return get(developerId, id);
     }
-    return toLease(r);
+    return toLease(r, deps.cdpUrl);
   }
 
   async function list(developerId: string, opts: { environmentId?: string; state?: string; limit: number; after: string | null }): Promise<Lease[]> {
@@ -189,7 +196,7 @@ export function createLeasesService(deps: LeasesDeps) {
     if (opts.environmentId !== undefined) q.where({ environment_id: opts.environmentId });
     if (opts.state !== undefined) q.where('state', opts.state);
     await applyKeysetAfter(db, q, 'browser_leases', 'created_at', opts.after, 'asc', { developer_id: developerId });
-    return (await q.limit(opts.limit + 1)).map(toLease);
+    return (await q.limit(opts.limit + 1)).map((r) => toLease(r, deps.cdpUrl));
   }
 
   const notActive = (): ServiceError => new ServiceError('lease_not_active', 'the lease is not active');
@@ -232,6 +239,7 @@ export function createLeasesService(deps: LeasesDeps) {
       return 'close' as const;
     });
     if (outcome === 'expired') throw notActive();
+    if (outcome === 'close' || outcome === 'export') deps.onEnded?.(id);
     if (outcome === 'close') await broker.close(id);
     if (outcome === 'export') void saveState(developerId, id);
     return get(developerId, id);
@@ -268,7 +276,13 @@ export function createLeasesService(deps: LeasesDeps) {
     return Boolean(r);
   }
 
-  return { create, get, list, renew, release, reclaimDue, profileInUse };
+  /** An active lease (any developer) for the CDP relay's upgrade, or null. */
+  async function activeRow(id: string): Promise<{ id: string; taken_over: boolean } | null> {
+    const r = await db<LeaseRow>('browser_leases').where({ id, state: 'active' }).where('expires_at', '>', clock.nowMs()).first();
+    return r ? { id: r.id, taken_over: Boolean(r.taken_over) } : null;
+  }
+
+  return { create, get, list, renew, release, reclaimDue, profileInUse, activeRow };
 }
 
 export type LeasesService = ReturnType<typeof createLeasesService>;

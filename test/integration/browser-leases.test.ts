@@ -199,3 +199,78 @@ describe('browser leases (Chromium)', function () {
     for (const l of listed) await release(l.id);
   });
 });
+
+describe('browser leases: the agent\'s CDP endpoint (Chromium)', function () {
+  this.timeout(90_000);
+  let t: TestService;
+  let up: FakeUpstream;
+  let dir: string;
+  let env: any;
+
+  before(async function () {
+    if (!existsSync(CHROMIUM)) this.skip();
+    up = await startFakeUpstream();
+    up.respond = (req, res) => {
+      res.writeHead(200, { 'content-type': 'text/html' });
+      res.end(`<html><body><button onclick="document.title='clicked'">go</button>${req.url}</body></html>`);
+    };
+    dir = mkdtempSync(join(tmpdir(), 'gw-cdp-'));
+    writeFileSync(join(dir, 'ca.pem'), up.ca.certPem);
+    t = await startTestService({ GATEWAY_UPSTREAM_OVERRIDES: `app.example.com=127.0.0.1:${up.port}`, GATEWAY_UPSTREAM_CA_FILE: join(dir, 'ca.pem'), CHROMIUM_PATH: CHROMIUM });
+    env = (await t.api.post('/v1/environments', { end_user_id: 'cdp-user', egress_allow: ['app.example.com'] })).body;
+  });
+  after(async () => {
+    await t?.close();
+    await up?.close();
+    if (dir) rmSync(dir, { recursive: true, force: true });
+  });
+
+  it('connectOverCDP(cdp_url) sees only its lease\'s context, browses through the gateway (audited), cannot make or reach other contexts, and is cut when the lease ends', async () => {
+    const { chromium } = await import('playwright-core');
+    const a = (await t.api.post('/v1/browser/leases', { environment_id: env.id })).body;
+    const b = (await t.api.post('/v1/browser/leases', { environment_id: env.id })).body;
+    expect(a.cdp_url).to.match(/^ws:\/\/127\.0\.0\.1:\d+\/v1\/browser\/leases\/bls_[0-9a-f]{24}\/cdp\?token=/);
+    // The other lease's page has something to find.
+    const other = t.svc.browserBroker.context(b.id)!.pages()[0]!;
+    await other.goto('https://app.example.com/secret-of-b');
+    const browser = await chromium.connectOverCDP(a.cdp_url);
+    try {
+      const pages = browser.contexts().flatMap((c) => c.pages());
+      expect(pages).to.have.length(1);
+      const page = pages[0]!;
+      await page.goto('https://app.example.com/from-a');
+      expect(await page.textContent('body')).to.include('/from-a');
+      await page.click('button');
+      expect(await page.title()).to.equal('clicked');
+      // A new page lands in the lease's own context.
+      const p2 = await browser.contexts()[0]!.newPage();
+      await p2.goto('https://app.example.com/second');
+      expect(t.svc.browserBroker.context(a.id)!.pages().map((p) => new URL(p.url()).pathname)).to.include('/second');
+      expect(t.svc.browserBroker.context(b.id)!.pages().map((p) => new URL(p.url()).pathname)).to.not.include('/second');
+      // Nothing of lease b is visible.
+      const urls = browser.contexts().flatMap((c) => c.pages()).map((p) => p.url());
+      expect(urls.join(' ')).to.not.include('secret-of-b');
+      let refused = false;
+      await browser.newContext().catch(() => {
+        refused = true;
+      });
+      expect(refused, 'a new browser context through the lease').to.equal(true);
+      const audit = (await t.api.get(`/v1/audit-log?environment_id=${env.id}`)).body.data.map((e: any) => e.path);
+      expect(audit).to.include.members(['/from-a', '/second']);
+      // A wrong token is refused.
+      const bad = a.cdp_url.replace(/token=[^&]+/, 'token=nope');
+      let badRefused = false;
+      await chromium.connectOverCDP(bad, { timeout: 5000 }).then((x) => x.close(), () => {
+        badRefused = true;
+      });
+      expect(badRefused).to.equal(true);
+      // The lease ends: the connection is cut.
+      const closed = new Promise<void>((r) => browser.on('disconnected', () => r()));
+      await t.api.post(`/v1/browser/leases/${a.id}/release`);
+      await closed;
+    } finally {
+      await browser.close().catch(() => {});
+      await t.api.post(`/v1/browser/leases/${b.id}/release`);
+    }
+  });
+});
