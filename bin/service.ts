@@ -68,11 +68,13 @@ import { createAgentService, type AgentService } from '../environments/agent.ser
 import { createUsageService } from '../environments/usage.service.js';
 import { createAgentVersionsService } from '../environments/agent-versions.service.js';
 import { usageRouter } from '../api/routes/usage.js';
-import { browserRouter } from '../api/routes/browser.js';
+import { browserRouter, browserViewRouter } from '../api/routes/browser.js';
 import { createProfilesService } from '../browser/profiles.service.js';
 import { createLeasesService } from '../browser/leases.service.js';
 import { ChromiumBroker } from '../browser/chromium-broker.js';
 import { relayCdp } from '../browser/cdp-relay.js';
+import { relayViewer } from '../browser/viewer.js';
+import { hostsStore } from '../hosts/hosts.store.js';
 import { WebSocketServer } from 'ws';
 import { createHmac } from 'node:crypto';
 import { constantTimeEqual } from '../lib/crypto.js';
@@ -402,6 +404,7 @@ export async function startService(config: Readonly<Config>, log: Logger, opts: 
       setSchedule: (environmentId, key, body) => agentService.setSchedule(environmentId, key, body),
       deleteSchedule: (environmentId, key) => agentService.deleteSchedule(environmentId, key),
       keepAwake: (environmentId, body, peer) => agentService.keepAwake(environmentId, body, peer),
+      requestTakeover: (environmentId, body) => leases.requestTakeover(environmentId, body),
     },
     keepAwakes: {
       held: (ids) => agentService.heldByProcesses(ids),
@@ -459,12 +462,26 @@ export async function startService(config: Readonly<Config>, log: Logger, opts: 
   const cdpKey = keyring.deriveSubkey('browser-cdp');
   const cdpToken = (leaseId: string): string => createHmac('sha256', cdpKey).update(leaseId).digest('base64url');
   const cdpClients = new Map<string, Set<import('ws').WebSocket>>();
+  const viewers = new Map<string, Set<import('ws').WebSocket>>();
   const leases = createLeasesService({
     db, clock, keyring, log, broker,
     cdpUrl: (id) => `${publicBaseUrl.replace(/^http/, 'ws')}/v1/browser/leases/${id}/cdp?token=${cdpToken(id)}`,
+    baseUrl: () => publicBaseUrl,
+    environmentOnHost: async (environmentId) => {
+      const row = await runtimeState.byId(environmentId);
+      if (!row?.host_id) return false;
+      if (hostAgent?.hostId === row.host_id) return true;
+      const host = await hostsStore.get(db, row.host_id);
+      return host?.status === 'online';
+    },
+    onHandback: (id) => {
+      for (const ws of viewers.get(id) ?? []) ws.close(1000, 'handed back');
+      viewers.delete(id);
+    },
     onEnded: (id) => {
-      for (const ws of cdpClients.get(id) ?? []) ws.close(1000, 'the lease ended');
+      for (const ws of [...(cdpClients.get(id) ?? []), ...(viewers.get(id) ?? [])]) ws.close(1000, 'the lease ended');
       cdpClients.delete(id);
+      viewers.delete(id);
     },
     limits: config.browserLimits,
     proxyFor: (environmentId) => ({ server: `http://${urlHost(wildcardBind ? '127.0.0.1' : config.host)}:${proxy.port}`, username: environmentId, password: proxyCredentials.passwordFor(environmentId) }),
@@ -492,7 +509,7 @@ export async function startService(config: Readonly<Config>, log: Logger, opts: 
       return standIns.listed(environmentId);
     },
   }));
-  const app = createApp({ log, accounts, routers, publicRouters: [decisionRouter({ approvals, accounts }), oauthCallbackRouter({ callback })] });
+  const app = createApp({ log, accounts, routers, publicRouters: [decisionRouter({ approvals, accounts }), oauthCallbackRouter({ callback }), browserViewRouter({ leases })] });
 
   const apiServer = opts.api === false ? null : createServer(app);
   apiServer?.on('clientError', answerUnparsable);
@@ -503,6 +520,22 @@ export async function startService(config: Readonly<Config>, log: Logger, opts: 
       const refuse = (status: number, text: string): void => {
         socket.end(`HTTP/1.1 ${status} ${text}\r\nConnection: close\r\nContent-Length: 0\r\n\r\n`);
       };
+      const view = /^\/v1\/browser\/view\/([A-Za-z0-9_-]{20,100})\/ws$/.exec(req.url ?? '');
+      if (view) {
+        // Establishing the viewer consumes the token (service.md, Viewer rules).
+        if (!broker.up()) return refuse(503, 'Service Unavailable');
+        const ok = await leases.consumeView(view[1]!).catch(() => null);
+        const page = ok ? broker.page(ok.leaseId) : undefined;
+        if (!ok || !page) return refuse(404, 'Not Found');
+        wss.handleUpgrade(req, socket, head, (ws) => {
+          let set = viewers.get(ok.leaseId);
+          if (!set) viewers.set(ok.leaseId, (set = new Set()));
+          set.add(ws);
+          ws.on('close', () => set!.delete(ws));
+          relayViewer(ws, page, () => void leases.handback(null, ok.leaseId).catch(() => {})).catch(() => ws.close());
+        });
+        return;
+      }
       const m = /^\/v1\/browser\/leases\/(bls_[0-9a-f]{24})\/cdp(?:\?(.*))?$/.exec(req.url ?? '');
       if (!m) return refuse(404, 'Not Found');
       const id = m[1]!;
@@ -517,7 +550,7 @@ export async function startService(config: Readonly<Config>, log: Logger, opts: 
         if (!set) cdpClients.set(id, (set = new Set()));
         set.add(ws);
         ws.on('close', () => set!.delete(ws));
-        relayCdp(ws, endpoint, contextId, { takenOver: () => false });
+        relayCdp(ws, endpoint, contextId, { takenOver: () => leases.isTakenOver(id) });
       });
     })();
   });
@@ -551,6 +584,9 @@ export async function startService(config: Readonly<Config>, log: Logger, opts: 
     browserBroker: broker,
     runtime,
     async close() {
+      // Upgraded connections (CDP relays, viewers) hold the server open: they end first.
+      for (const set of [...cdpClients.values(), ...viewers.values()]) for (const ws of set) ws.terminate();
+      wss.close();
       if (apiServer) {
         await new Promise<void>((resolve) => {
           apiServer.close(() => resolve());
@@ -558,8 +594,6 @@ export async function startService(config: Readonly<Config>, log: Logger, opts: 
         });
       }
       // Environments end with their host (the process sandbox dies with this process anyway).
-      for (const set of cdpClients.values()) for (const ws of set) ws.terminate();
-      wss.close();
       await broker.shutdown();
       await hostRpc?.close();
       await hostAgent?.close();

@@ -21,6 +21,8 @@ export interface BrowserBroker {
   up(): boolean;
   /** Opens the lease's context (starting the browser if it is not running). */
   open(lease: OpenLease): Promise<void>;
+  /** Makes sure the lease's context shows a page (a takeover needs one to show). */
+  ensurePage(leaseId: string): Promise<void>;
   /** The context's signed-in state now (cookies incl. HttpOnly, localStorage): Playwright's storageState shape. */
   exportState(leaseId: string): Promise<StorageState>;
   /** Closes the lease's context; nothing of it stays. */

@@ -107,7 +107,7 @@ export function relayCdp(client: WebSocket, browserEndpoint: string, contextId: 
         return toClient({ id: m.id, result: { targetInfos: [...targets.values()] } });
       case 'Target.createTarget':
         creating.add(m.id);
-        return toUpstream({ ...m, params: { ...p, browserContextId: contextId, newWindow: false, background: false } });
+        return toUpstream({ ...m, params: { ...p, browserContextId: contextId } });
       case 'Browser.setDownloadBehavior':
         return toUpstream({ ...m, params: { ...p, browserContextId: contextId } });
       case 'Target.attachToTarget':

@@ -41,6 +41,8 @@ export class ChromiumBroker implements BrowserBroker {
   #starting: Promise<Browser> | null = null;
   readonly #contexts = new Map<string, BrowserContext>();
   readonly #contextIds = new Map<string, string>();
+  #opening: Promise<void> = Promise.resolve();
+  #browserCdp: import('playwright-core').CDPSession | null = null;
   readonly #spki: string;
 
   constructor(private readonly opts: ChromiumBrokerOptions) {
@@ -99,6 +101,7 @@ export class ChromiumBroker implements BrowserBroker {
     this.#browser = b;
     b.on('disconnected', () => {
       this.#browser = null;
+      this.#browserCdp = null;
       this.#wsEndpoint = null;
       this.#contexts.clear();
     });
@@ -127,21 +130,41 @@ export class ChromiumBroker implements BrowserBroker {
     await this.#ensure();
   }
 
+  /**
+   * A fresh context for the lease, with no page yet (a page is a renderer process, ~120 ms
+   * here; a context ~10 ms): the agent opens its pages, and a takeover opens one if there
+   * is none. Its CDP id (what the relay limits the agent to) is the one context id that was
+   * not there before: opens are serialized for that.
+   */
   async open(lease: OpenLease): Promise<void> {
     const browser = await this.#ensure();
-    const context = await browser.newContext({
-      proxy: lease.proxy,
-      storageState: (lease.storageState ?? undefined) as never,
-      acceptDownloads: false,
-      serviceWorkers: 'block',
+    const run = this.#opening.then(async () => {
+      const cdp = (this.#browserCdp ??= await browser.newBrowserCDPSession());
+      const before = new Set(((await cdp.send('Target.getBrowserContexts')) as { browserContextIds: string[] }).browserContextIds);
+      const context = await browser.newContext({
+        proxy: lease.proxy,
+        storageState: (lease.storageState ?? undefined) as never,
+        acceptDownloads: false,
+        serviceWorkers: 'block',
+      });
+      const after = ((await cdp.send('Target.getBrowserContexts')) as { browserContextIds: string[] }).browserContextIds.filter((id) => !before.has(id));
+      this.#contexts.set(lease.id, context);
+      if (after.length === 1) this.#contextIds.set(lease.id, after[0]!);
     });
-    this.#contexts.set(lease.id, context);
-    // Its CDP id: a page's target tells it (Target.getTargetInfo on a fresh page).
-    const page = await context.newPage();
-    const session = await context.newCDPSession(page);
-    const { targetInfo } = (await session.send('Target.getTargetInfo')) as { targetInfo: { browserContextId?: string } };
-    await session.detach();
-    if (targetInfo.browserContextId) this.#contextIds.set(lease.id, targetInfo.browserContextId);
+    this.#opening = run.catch(() => {});
+    await run;
+  }
+
+  /** The page a takeover shows: the lease's last page, or a new blank one. */
+  async ensurePage(leaseId: string): Promise<void> {
+    const c = this.#contexts.get(leaseId);
+    if (c && c.pages().length === 0) await c.newPage();
+  }
+
+  /** The lease's page a person sees in the viewer: the last one opened that is still open. */
+  page(leaseId: string): import('playwright-core').Page | undefined {
+    const pages = this.#contexts.get(leaseId)?.pages() ?? [];
+    return pages[pages.length - 1];
   }
 
   context(leaseId: string): BrowserContext | undefined {
@@ -168,6 +191,7 @@ export class ChromiumBroker implements BrowserBroker {
   async shutdown(): Promise<void> {
     const b = this.#browser ?? (this.#starting ? await this.#starting.catch(() => null) : null);
     this.#browser = null;
+    this.#browserCdp = null;
     this.#contexts.clear();
     this.#contextIds.clear();
     await b?.close().catch(() => {});

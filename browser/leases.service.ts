@@ -9,6 +9,8 @@ import { ServiceError, notFound } from '../lib/errors.js';
 import { applyKeysetAfter } from '../store/keyset.js';
 import type { BrowserBroker, StorageState } from './broker.js';
 import type { ProfileRow } from './profiles.service.js';
+import { createHash, randomBytes } from 'node:crypto';
+import { enqueueEvent } from '../webhooks/outbox.js';
 
 /**
  * Browser leases (service.md, Browser lease state table; decisions.md, Browser; issue 14,
@@ -83,7 +85,16 @@ export interface LeasesDeps {
   cdpUrl?: (leaseId: string) => string | null;
   /** A lease ended (released, expired): its agent connections are closed. */
   onEnded?: (leaseId: string) => void;
+  /** The public base of view_url. */
+  baseUrl: () => string;
+  /** Whether the environment is placed on a host that is online (takeover and handback: 503 host_unavailable otherwise, service.md). */
+  environmentOnHost?: (environmentId: string) => Promise<boolean>;
+  /** A person handed the browser back (API, button or `{done: true}`): viewers are closed. */
+  onHandback?: (leaseId: string) => void;
 }
+
+export const VIEW_URL_MS = 10 * 60_000;
+const sha256 = (s: string): string => createHash('sha256').update(s).digest('hex');
 
 export function createLeasesService(deps: LeasesDeps) {
   const { db, clock, keyring, broker, log } = deps;
@@ -169,6 +180,7 @@ export function createLeasesService(deps: LeasesDeps) {
     // The contexts close after the commit (a rollback would leave them open: the next sweep closes them).
     setImmediate(() => {
       for (const id of ids) {
+        takenOver.delete(id);
         deps.onEnded?.(id);
         void broker.close(id);
       }
@@ -239,7 +251,10 @@ export function createLeasesService(deps: LeasesDeps) {
       return 'close' as const;
     });
     if (outcome === 'expired') throw notActive();
-    if (outcome === 'close' || outcome === 'export') deps.onEnded?.(id);
+    if (outcome === 'close' || outcome === 'export') {
+      takenOver.delete(id);
+      deps.onEnded?.(id);
+    }
     if (outcome === 'close') await broker.close(id);
     if (outcome === 'export') void saveState(developerId, id);
     return get(developerId, id);
@@ -276,13 +291,109 @@ export function createLeasesService(deps: LeasesDeps) {
     return Boolean(r);
   }
 
+  /** Leases a person holds now, in this process (the CDP relay refuses the agent's commands). */
+  const takenOver = new Set<string>();
+
+  function isTakenOver(id: string): boolean {
+    return takenOver.has(id);
+  }
+
+  /**
+   * Takeover: the lease is held by a person (every agent CDP command refused) and a new
+   * one-time view_url, valid 10 minutes, is made each call.
+   */
+  async function requireHost(environmentId: string): Promise<void> {
+    if (deps.environmentOnHost && !(await deps.environmentOnHost(environmentId))) {
+      throw new ServiceError('host_unavailable', 'the environment is not placed on a host, or its host is offline');
+    }
+  }
+
+  async function takeover(developerId: string, id: string): Promise<{ view_url: string; expires_at: string | null }> {
+    const now = clock.nowMs();
+    const pre = await db<LeaseRow>('browser_leases').where({ developer_id: developerId, id }).first();
+    if (!pre) throw notFound();
+    if (pre.state !== 'active' || Number(pre.expires_at) <= now) throw notActive();
+    await requireHost(pre.environment_id);
+    const token = randomBytes(32).toString('base64url');
+    await withTx(db, async (trx) => {
+      const r = await lockLease(trx, developerId, id);
+      if (!r) throw notFound();
+      if (r.state !== 'active' || Number(r.expires_at) <= now) throw notActive();
+      if (!broker.up() || !broker.has(id)) throw new ServiceError('host_unavailable', 'the browser broker is not up');
+      await broker.ensurePage(id);
+      await trx('browser_leases').where({ id }).update({ taken_over: true, updated_at: now });
+      await trx('browser_view_tokens').insert({ token_hash: sha256(token), lease_id: id, expires_at: now + VIEW_URL_MS, used_at: null, invalidated_at: null, created_at: now });
+    });
+    takenOver.add(id);
+    return { view_url: `${deps.baseUrl()}/v1/browser/view/${token}`, expires_at: iso(now + VIEW_URL_MS) };
+  }
+
+  /** Handback (API, the viewer's button or `{done: true}`): the agent continues; unused viewer URLs die. */
+  async function handback(developerId: string | null, id: string): Promise<Lease | null> {
+    const now = clock.nowMs();
+    if (developerId) {
+      const pre = await db<LeaseRow>('browser_leases').where({ developer_id: developerId, id }).first();
+      if (!pre) throw notFound();
+      if (pre.state === 'active' && Number(pre.expires_at) > now && pre.taken_over) await requireHost(pre.environment_id);
+    }
+    const dev = await withTx(db, async (trx) => {
+      const q = trx<LeaseRow>('browser_leases').where({ id });
+      if (developerId) q.where({ developer_id: developerId });
+      const r = await (isMysql(trx) ? q.forUpdate() : q).first();
+      if (!r) throw notFound();
+      if (r.state !== 'active' || Number(r.expires_at) <= now) throw notActive();
+      if (!r.taken_over) throw new ServiceError('not_taken_over', 'the lease is not taken over');
+      if (developerId && !broker.up()) throw new ServiceError('host_unavailable', 'the browser broker is not up');
+      await trx('browser_leases').where({ id }).update({ taken_over: false, updated_at: now });
+      await trx('browser_view_tokens').where({ lease_id: id }).whereNull('used_at').whereNull('invalidated_at').update({ invalidated_at: now });
+      return r.developer_id;
+    });
+    takenOver.delete(id);
+    deps.onHandback?.(id);
+    return developerId ? get(dev, id) : null;
+  }
+
+  /** A view token's lease, if the token may open the page now (unused, unexpired, lease taken over). */
+  async function viewable(token: string): Promise<{ leaseId: string } | null> {
+    const now = clock.nowMs();
+    const v = await db('browser_view_tokens').where({ token_hash: sha256(token) }).first();
+    if (!v || v.used_at != null || v.invalidated_at != null || Number(v.expires_at) <= now) return null;
+    const r = await db<LeaseRow>('browser_leases').where({ id: v.lease_id, state: 'active' }).where('expires_at', '>', now).first();
+    return r && r.taken_over ? { leaseId: r.id } : null;
+  }
+
+  /** Consumes a view token for the viewer's WebSocket (once: a conditional update). */
+  async function consumeView(token: string): Promise<{ leaseId: string } | null> {
+    const ok = await viewable(token);
+    if (!ok) return null;
+    const n = await db('browser_view_tokens').where({ token_hash: sha256(token) }).whereNull('used_at').whereNull('invalidated_at').update({ used_at: clock.nowMs() });
+    return n === 1 ? ok : null;
+  }
+
+  /** The agent asks for a person (control socket POST /browser/takeover): webhook browser.takeover_requested. */
+  async function requestTakeover(environmentId: string, body: unknown): Promise<{ status: number; body: unknown }> {
+    const b = body as { lease_id?: unknown; reason?: unknown } | null;
+    if (!b || typeof b !== 'object' || Array.isArray(b) || typeof b.lease_id !== 'string' || Object.keys(b).some((k) => k !== 'lease_id' && k !== 'reason') || (b.reason !== undefined && b.reason !== null && (typeof b.reason !== 'string' || b.reason.length > 1000))) {
+      return { status: 400, body: { error: 'invalid_request', message: 'the body is {lease_id, reason?}' } };
+    }
+    const r = await db<LeaseRow>('browser_leases').where({ id: b.lease_id, environment_id: environmentId }).first();
+    if (!r) return { status: 404, body: { error: 'not_found', message: 'no such lease of this environment' } };
+    if (r.state !== 'active' || Number(r.expires_at) <= clock.nowMs()) return { status: 409, body: { error: 'lease_not_active', message: 'the lease is not active' } };
+    const reason = typeof b.reason === 'string' ? b.reason : null;
+    await withTx(db, async (trx) => {
+      await trx('environment_events').insert({ environment_id: environmentId, developer_id: r.developer_id, kind: 'takeover_requested', source: 'agent', data: JSON.stringify({ lease_id: r.id, reason }), created_at: clock.nowMs() });
+      await enqueueEvent(trx, { developerId: r.developer_id, type: 'browser.takeover_requested', environmentId, data: { lease_id: r.id, environment_id: environmentId, reason }, createdAtMs: clock.nowMs() });
+    });
+    return { status: 202, body: { requested: true, lease_id: r.id } };
+  }
+
   /** An active lease (any developer) for the CDP relay's upgrade, or null. */
   async function activeRow(id: string): Promise<{ id: string; taken_over: boolean } | null> {
     const r = await db<LeaseRow>('browser_leases').where({ id, state: 'active' }).where('expires_at', '>', clock.nowMs()).first();
     return r ? { id: r.id, taken_over: Boolean(r.taken_over) } : null;
   }
 
-  return { create, get, list, renew, release, reclaimDue, profileInUse, activeRow };
+  return { create, get, list, renew, release, reclaimDue, profileInUse, activeRow, takeover, handback, isTakenOver, viewable, consumeView, requestTakeover };
 }
 
 export type LeasesService = ReturnType<typeof createLeasesService>;

@@ -15,6 +15,7 @@ import { peerOf, type Peer } from './peer.js';
  * | PUT /schedules/<key> | `{cron, tz?, command?}` or `{at, command?}` | 201 / 200 schedule |
  * | DELETE /schedules/<key> | | 204 |
  * | POST /keep-awake | `{seconds}` | 200 `{seconds, until, keep_awake_until}`; held while the calling process lives |
+ * | POST /browser/takeover | `{lease_id, reason?}` | 202; webhook `browser.takeover_requested` |
  *
  * Refusals are `{error, message}` (docs/environments.md lists the codes).
  */
@@ -29,6 +30,8 @@ export interface ControlPorts {
   setSchedule?(environmentId: string, key: string, body: unknown): Promise<ControlAnswer>;
   deleteSchedule?(environmentId: string, key: string): Promise<ControlAnswer>;
   keepAwake?(environmentId: string, body: unknown, peer: Peer | null): Promise<ControlAnswer>;
+  /** POST /browser/takeover `{lease_id, reason?}` → webhook browser.takeover_requested (decisions.md). */
+  requestTakeover?(environmentId: string, body: unknown): Promise<ControlAnswer>;
 }
 
 const MAX_BODY = 64 * 1024;
@@ -96,8 +99,10 @@ export function controlHandler(ports: ControlPorts, environmentId: string, peer:
           if (key !== null) return answer(res, await ports.setSchedule!(environmentId, key, body.body));
           return answer(res, await ports.keepAwake!(environmentId, body.body, who));
         }
-        if (path === '/browser/takeover') {
-          return answer(res, { status: 404, body: { error: 'not_found', message: 'takeover arrives with the browser pool (no browser lease exists yet)' } });
+        if (path === '/browser/takeover' && method === 'POST' && ports.requestTakeover) {
+          const body = await readJson(req);
+          if (!body.ok) return answer(res, { status: 400, body: { error: 'invalid_request', message: body.message } });
+          return answer(res, await ports.requestTakeover(environmentId, body.body));
         }
         return answer(res, notFound);
       } catch {

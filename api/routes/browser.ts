@@ -6,6 +6,7 @@ import type { LeasesService, Lease, LeaseMode } from '../../browser/leases.servi
 import { validateBody } from '../validation.js';
 import { optionalString, page, parsePage } from '../pagination.js';
 import { leaseCreateSchema, leaseReleaseSchema, profileCreateSchema } from '../schemas/browser.js';
+import { newNonce, notFoundPage, viewerHeaders, viewerPage } from '../../browser/viewer.js';
 
 /**
  * The browser pool's management API (service.md, Browser endpoints; issue 14): profiles
@@ -61,8 +62,33 @@ export function browserRouter(deps: { profiles: ProfilesService; leases: LeasesS
     const { save } = body === undefined ? { save: undefined } : validateBody<{ save?: boolean | null }>(leaseReleaseSchema, body);
     res.json(await leases.release(developerOf(req).id, req.params.id!, save));
   });
+  r.post('/browser/leases/:id/takeover', noBody, async (req, res) => {
+    res.json(await leases.takeover(developerOf(req).id, req.params.id!));
+  });
+  r.post('/browser/leases/:id/handback', noBody, async (req, res) => {
+    res.json(await leases.handback(developerOf(req).id, req.params.id!));
+  });
   r.get('/browser/limits', noBody, (_req, res) => {
     res.json(deps.limits);
+  });
+  return r;
+}
+
+/**
+ * GET /v1/browser/view/{token}: the takeover viewer page, public (the token is the
+ * credential). Opening it does not consume the token; its WebSocket (`/ws`) does. An
+ * invalid, expired, used or handed-back token gets a 404 HTML page.
+ */
+export function browserViewRouter(deps: { leases: LeasesService }): Router {
+  const r = Router();
+  r.get('/browser/view/:token', async (req, res) => {
+    const ok = /^[A-Za-z0-9_-]{20,100}$/.test(req.params.token!) ? await deps.leases.viewable(req.params.token!) : null;
+    if (!ok) {
+      res.status(404).set(viewerHeaders(null)).send(notFoundPage());
+      return;
+    }
+    const nonce = newNonce();
+    res.status(200).set(viewerHeaders(nonce)).send(viewerPage(nonce));
   });
   return r;
 }

@@ -56,8 +56,15 @@ function substitute(path: string, value: string): string[] {
   return params.map((p) => path.replace(/:[A-Za-z_]+/g, (m) => (m === p ? value : m === ':name' ? 'FUZZ_SECRET' : 'env_000000000000000000000000')));
 }
 
+/** Routes that answer HTML by contract (service.md, Viewer rules: a 404 HTML page), not JSON. */
+const HTML_ROUTES = /^(GET )?\/v1\/browser\/view\//;
+
 function expectClientError(r: Raw, what: string): void {
   expect(r.status, `${what}: ${r.text.slice(0, 200)}`).to.be.below(500);
+  if (r.status >= 400 && HTML_ROUTES.test(what) && /^text\/html/.test(r.contentType ?? '')) {
+    expect(r.status, what).to.equal(404);
+    return;
+  }
   if (r.status >= 400) {
     expect(r.contentType, what).to.match(/^application\/json/);
     expect(r.body, what).to.be.an('object');

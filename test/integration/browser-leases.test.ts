@@ -231,13 +231,13 @@ describe('browser leases: the agent\'s CDP endpoint (Chromium)', function () {
     const b = (await t.api.post('/v1/browser/leases', { environment_id: env.id })).body;
     expect(a.cdp_url).to.match(/^ws:\/\/127\.0\.0\.1:\d+\/v1\/browser\/leases\/bls_[0-9a-f]{24}\/cdp\?token=/);
     // The other lease's page has something to find.
-    const other = t.svc.browserBroker.context(b.id)!.pages()[0]!;
+    const other = await t.svc.browserBroker.context(b.id)!.newPage();
     await other.goto('https://app.example.com/secret-of-b');
     const browser = await chromium.connectOverCDP(a.cdp_url);
     try {
-      const pages = browser.contexts().flatMap((c) => c.pages());
-      expect(pages).to.have.length(1);
-      const page = pages[0]!;
+      // A lease starts without a page; the agent opens its own.
+      expect(browser.contexts().flatMap((c) => c.pages())).to.have.length(0);
+      const page = await browser.contexts()[0]!.newPage();
       await page.goto('https://app.example.com/from-a');
       expect(await page.textContent('body')).to.include('/from-a');
       await page.click('button');

@@ -203,4 +203,25 @@ describe('agent control socket: schedules and keep-awake (process sandbox, test 
     expect(Date.parse((await t.api.get(`/v1/environments/${e.id}`)).body.idle.keep_awake_until)).to.equal(devUntil);
     await t.api.delete(`/v1/environments/${e.id}`);
   });
+
+  it('the agent asks for a person: POST /browser/takeover sends browser.takeover_requested for its own lease only', async function () {
+    if (!(await import('node:fs')).existsSync(process.env.CHROMIUM_PATH ?? '/usr/bin/chromium')) this.skip();
+    const e = await create();
+    const other = await create();
+    const lease = (await t.api.post('/v1/browser/leases', { environment_id: e.id })).body;
+    expect(lease.state).to.equal('active');
+    const [s1, b1] = await ctl(e.id, 'POST', '/browser/takeover', { lease_id: lease.id, reason: 'captcha' });
+    expect(s1).to.equal(202);
+    expect(b1).to.include({ requested: true, lease_id: lease.id });
+    const hooks = await webhooks(e.id, 'browser.takeover_requested');
+    expect(hooks.map((h: any) => JSON.parse(h.body).data)).to.deep.equal([{ lease_id: lease.id, environment_id: e.id, reason: 'captcha' }]);
+    expect((await events(e.id, 'takeover_requested'))[0]).to.include({ source: 'agent' });
+    // Another environment's socket cannot ask for this lease; a malformed body is 400.
+    expect((await ctl(other.id, 'POST', '/browser/takeover', { lease_id: lease.id }))[0]).to.equal(404);
+    expect((await ctl(e.id, 'POST', '/browser/takeover', { lease: 'x' }))[0]).to.equal(400);
+    await t.api.post(`/v1/browser/leases/${lease.id}/release`);
+    expect((await ctl(e.id, 'POST', '/browser/takeover', { lease_id: lease.id }))[0]).to.equal(409);
+    await t.api.delete(`/v1/environments/${e.id}`);
+    await t.api.delete(`/v1/environments/${other.id}`);
+  });
 });
