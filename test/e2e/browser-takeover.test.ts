@@ -121,6 +121,12 @@ describe('browser takeover: the viewer in a second Chromium', function () {
     expect(nb.status).to.equal(409);
     expect(nb.body.error).to.equal('not_taken_over');
     expect((await fetch(`${t.url}/v1/browser/view/not-a-valid-token-at-all-xx`)).status).to.equal(404);
+    // A viewer URL is valid 10 minutes.
+    const late = (await t.api.post(`/v1/browser/leases/${lease.id}/takeover`)).body;
+    expect((await fetch(late.view_url)).status).to.equal(200);
+    await t.advance(601);
+    expect((await fetch(late.view_url)).status).to.equal(404);
+    await t.api.post(`/v1/browser/leases/${lease.id}/handback`);
     await agent.close();
     await t.api.post(`/v1/browser/leases/${lease.id}/release`);
   });

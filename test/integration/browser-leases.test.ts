@@ -200,6 +200,51 @@ describe('browser leases (Chromium)', function () {
   });
 });
 
+describe('browser leases: the per-developer limit and the save deadline (Chromium)', function () {
+  this.timeout(60_000);
+  let t: TestService;
+
+  before(async function () {
+    if (!existsSync(CHROMIUM)) this.skip();
+    t = await startTestService({ GATEWAY_BROWSER_LEASES_PER_DEVELOPER: '2', CHROMIUM_PATH: CHROMIUM });
+  });
+  after(async () => {
+    await t?.close();
+  });
+
+  it('past the per-developer limit: 429 lease_limit_reached, whatever the end user', async () => {
+    const envs = [];
+    for (let i = 0; i < 3; i++) envs.push((await t.api.post('/v1/environments', { end_user_id: `dev-limit-${i}` })).body);
+    expect((await t.api.post('/v1/browser/leases', { environment_id: envs[0].id })).status).to.equal(201);
+    expect((await t.api.post('/v1/browser/leases', { environment_id: envs[1].id })).status).to.equal(201);
+    const r = await t.api.post('/v1/browser/leases', { environment_id: envs[2].id });
+    expect(r.status).to.equal(429);
+    expect(r.body.error).to.equal('lease_limit_reached');
+    // Another developer has its own count.
+    const other = await t.otherDeveloper();
+    const oe = (await other.post('/v1/environments', { end_user_id: 'x' })).body;
+    expect((await other.post('/v1/browser/leases', { environment_id: oe.id })).status).to.equal(201);
+  });
+
+  it('a releasing lease whose state never came back is discarded at the 60 s deadline by the reclaim job', async () => {
+    const env = (await t.api.post('/v1/environments', { end_user_id: 'deadline' })).body;
+    const p = (await t.api.post('/v1/browser/profiles', { end_user_id: 'deadline', name: 'p' })).body;
+    for (const l of (await t.api.get('/v1/browser/leases?state=active')).body.data) await t.api.post(`/v1/browser/leases/${l.id}/release`);
+    const l = (await t.api.post('/v1/browser/leases', { environment_id: env.id, profile_id: p.id })).body;
+    // As if the export were lost: releasing with its deadline set, the context gone.
+    await t.svc.db('browser_leases').where({ id: l.id }).update({ state: 'releasing', expires_at: t.svc.clock.nowMs() + 60_000 });
+    await t.svc.browserBroker.close(l.id);
+    await t.advance(59);
+    expect((await t.api.get(`/v1/browser/leases/${l.id}`)).body.state).to.equal('releasing');
+    await t.advance(2);
+    const done = (await t.api.get(`/v1/browser/leases/${l.id}`)).body;
+    expect(done).to.include({ state: 'released', save_outcome: 'discarded' });
+    expect((await t.api.get(`/v1/browser/profiles/${p.id}`)).body.version).to.equal(0);
+    // The write lock is free again.
+    expect((await t.api.post('/v1/browser/leases', { environment_id: env.id, profile_id: p.id })).status).to.equal(201);
+  });
+});
+
 describe('browser leases: the agent\'s CDP endpoint (Chromium)', function () {
   this.timeout(90_000);
   let t: TestService;
@@ -245,8 +290,11 @@ describe('browser leases: the agent\'s CDP endpoint (Chromium)', function () {
       // A new page lands in the lease's own context.
       const p2 = await browser.contexts()[0]!.newPage();
       await p2.goto('https://app.example.com/second');
-      expect(t.svc.browserBroker.context(a.id)!.pages().map((p) => new URL(p.url()).pathname)).to.include('/second');
-      expect(t.svc.browserBroker.context(b.id)!.pages().map((p) => new URL(p.url()).pathname)).to.not.include('/second');
+      // The broker's own connection learns of the navigation by its events: wait for it.
+      const paths = (id: string) => t.svc.browserBroker.context(id)!.pages().map((p) => new URL(p.url()).pathname);
+      for (let i = 0; i < 100 && !paths(a.id).includes('/second'); i++) await new Promise((r) => setTimeout(r, 50));
+      expect(paths(a.id)).to.include('/second');
+      expect(paths(b.id)).to.not.include('/second');
       // Nothing of lease b is visible.
       const urls = browser.contexts().flatMap((c) => c.pages()).map((p) => p.url());
       expect(urls.join(' ')).to.not.include('secret-of-b');
