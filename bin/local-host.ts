@@ -30,6 +30,8 @@ export interface LocalHostDeps {
   surfaceFor(environmentId: string): Promise<Surface | null>;
   /** What the control socket answers (hosts/control-socket.ts). */
   control: ControlPorts;
+  /** WebSocket upgrades on a VM's /run/service/browser.sock: its leases' CDP endpoints. */
+  browser?: (environmentId: string) => (req: import('node:http').IncomingMessage, socket: import('node:stream').Duplex, head: Buffer) => void;
   /** Agent keep-awakes held by processes in this host's VMs (released when the process ends). */
   keepAwakes?: HostAgentDeps['keepAwakes'];
   /** Starts serving the agent to other processes; returns the endpoint it registers. */
@@ -74,6 +76,7 @@ export async function startLocalHost(deps: LocalHostDeps): Promise<HostAgent | n
     cgroupRoot: config.envHost.cgroupRoot ?? undefined,
     log,
     control: (environmentId, peer) => controlHandler(deps.control, environmentId, peer),
+    browser: deps.browser,
   });
   const caps = driver.capabilities();
   if (!caps.namespaces) {

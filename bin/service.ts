@@ -394,6 +394,8 @@ export async function startService(config: Readonly<Config>, log: Logger, opts: 
     for (const c of await standIns.listed(environmentId)) connections[c.connector] = c.token;
     return { env: await envFor(environmentId), files, connections, caPem: ca.certPem };
   };
+  // A VM's /run/service/browser.sock serves its own leases' CDP endpoints (set up with the browser pool below).
+  let vmCdpUpgrade: (environmentId: string, req: import('node:http').IncomingMessage, socket: import('node:stream').Duplex, head: Buffer) => void = (_e, _r, socket) => socket.destroy();
   hostAgent = await startLocalHost({
     config, db, clock, log, runtime: runtimeState,
     proxy: { host: wildcardBind ? '127.0.0.1' : config.host, port: proxy.port },
@@ -406,6 +408,7 @@ export async function startService(config: Readonly<Config>, log: Logger, opts: 
       keepAwake: (environmentId, body, peer) => agentService.keepAwake(environmentId, body, peer),
       requestTakeover: (environmentId, body) => leases.requestTakeover(environmentId, body),
     },
+    browser: (environmentId) => (req, socket, head) => vmCdpUpgrade(environmentId, req, socket, head),
     keepAwakes: {
       held: (ids) => agentService.heldByProcesses(ids),
       release: (id, reason, ids) => agentService.release(id, reason, ids),
@@ -515,6 +518,32 @@ export async function startService(config: Readonly<Config>, log: Logger, opts: 
   apiServer?.on('clientError', answerUnparsable);
   // WebSocket upgrades: a lease's CDP relay (the token in the URL is its credential).
   const wss = new WebSocketServer({ noServer: true, maxPayload: 256 * 1024 * 1024, perMessageDeflate: false });
+  /** A lease's CDP endpoint; `environmentId`: through that VM's browser.sock, its own leases only. */
+  const cdpUpgrade = async (req: import('node:http').IncomingMessage, socket: import('node:stream').Duplex, head: Buffer, environmentId: string | null): Promise<void> => {
+    const refuse = (status: number, text: string): void => {
+      socket.end(`HTTP/1.1 ${status} ${text}\r\nConnection: close\r\nContent-Length: 0\r\n\r\n`);
+    };
+    const m = /^\/v1\/browser\/leases\/(bls_[0-9a-f]{24})\/cdp(?:\?(.*))?$/.exec(req.url ?? '');
+    if (!m) return refuse(404, 'Not Found');
+    const id = m[1]!;
+    const token = new URLSearchParams(m[2] ?? '').get('token') ?? '';
+    if (!constantTimeEqual(token, cdpToken(id))) return refuse(401, 'Unauthorized');
+    const lease = await leases.activeRow(id).catch(() => null);
+    if (lease && environmentId && lease.environment_id !== environmentId) return refuse(404, 'Not Found');
+    const endpoint = broker.endpoint();
+    const contextId = broker.contextId(id);
+    if (!lease || !endpoint || !contextId) return refuse(409, 'Conflict');
+    wss.handleUpgrade(req, socket, head, (ws) => {
+      let set = cdpClients.get(id);
+      if (!set) cdpClients.set(id, (set = new Set()));
+      set.add(ws);
+      ws.on('close', () => set!.delete(ws));
+      relayCdp(ws, endpoint, contextId, { takenOver: () => leases.isTakenOver(id) });
+    });
+  };
+  vmCdpUpgrade = (environmentId, req, socket, head) => {
+    void cdpUpgrade(req, socket, head, environmentId).catch(() => socket.destroy());
+  };
   apiServer?.on('upgrade', (req, socket, head) => {
     void (async () => {
       const refuse = (status: number, text: string): void => {
@@ -536,22 +565,7 @@ export async function startService(config: Readonly<Config>, log: Logger, opts: 
         });
         return;
       }
-      const m = /^\/v1\/browser\/leases\/(bls_[0-9a-f]{24})\/cdp(?:\?(.*))?$/.exec(req.url ?? '');
-      if (!m) return refuse(404, 'Not Found');
-      const id = m[1]!;
-      const token = new URLSearchParams(m[2] ?? '').get('token') ?? '';
-      if (!constantTimeEqual(token, cdpToken(id))) return refuse(401, 'Unauthorized');
-      const lease = await leases.activeRow(id).catch(() => null);
-      const endpoint = broker.endpoint();
-      const contextId = broker.contextId(id);
-      if (!lease || !endpoint || !contextId) return refuse(409, 'Conflict');
-      wss.handleUpgrade(req, socket, head, (ws) => {
-        let set = cdpClients.get(id);
-        if (!set) cdpClients.set(id, (set = new Set()));
-        set.add(ws);
-        ws.on('close', () => set!.delete(ws));
-        relayCdp(ws, endpoint, contextId, { takenOver: () => leases.isTakenOver(id) });
-      });
+      await cdpUpgrade(req, socket, head, null);
     })();
   });
   const apiPort = apiServer ? await listen(apiServer, config.host, config.apiPort) : config.apiPort;

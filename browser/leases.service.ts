@@ -55,6 +55,8 @@ export interface Lease {
   save_outcome: 'saved' | 'discarded' | null;
   taken_over: boolean;
   cdp_url: string | null;
+  /** Beyond the spec: the same endpoint as the agent reaches it from inside its VM (ws://127.0.0.1:9222/...). */
+  vm_cdp_url: string | null;
   created_at: string | null;
 }
 
@@ -68,6 +70,7 @@ function toLease(r: LeaseRow, cdpUrl?: (id: string) => string | null): Lease {
     expires_at: iso(Number(r.expires_at)), save_outcome: r.save_outcome, taken_over: Boolean(r.taken_over),
     // The agent's CDP endpoint (cdp-relay.ts), while the lease is active.
     cdp_url: r.state === 'active' && cdpUrl ? cdpUrl(r.id) : null,
+    vm_cdp_url: r.state === 'active' && cdpUrl ? (cdpUrl(r.id)?.replace(/^wss?:\/\/[^/]+/, 'ws://127.0.0.1:9222') ?? null) : null,
     created_at: iso(Number(r.created_at)),
   };
 }
@@ -388,9 +391,9 @@ export function createLeasesService(deps: LeasesDeps) {
   }
 
   /** An active lease (any developer) for the CDP relay's upgrade, or null. */
-  async function activeRow(id: string): Promise<{ id: string; taken_over: boolean } | null> {
+  async function activeRow(id: string): Promise<{ id: string; environment_id: string; taken_over: boolean } | null> {
     const r = await db<LeaseRow>('browser_leases').where({ id, state: 'active' }).where('expires_at', '>', clock.nowMs()).first();
-    return r ? { id: r.id, taken_over: Boolean(r.taken_over) } : null;
+    return r ? { id: r.id, environment_id: r.environment_id, taken_over: Boolean(r.taken_over) } : null;
   }
 
   return { create, get, list, renew, release, reclaimDue, profileInUse, activeRow, takeover, handback, isTakenOver, viewable, consumeView, requestTakeover };

@@ -2,7 +2,8 @@ import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { chmodSync, chownSync, existsSync, mkdirSync, readlinkSync, readFileSync, renameSync, rmSync, writeFileSync, readdirSync } from 'node:fs';
 import { createServer, connect, type Server, type Socket } from 'node:net';
-import { createServer as createHttpServer, type RequestListener, type Server as HttpServer } from 'node:http';
+import { createServer as createHttpServer, type IncomingMessage, type RequestListener, type Server as HttpServer } from 'node:http';
+import type { Duplex } from 'node:stream';
 import { join } from 'node:path';
 import type { Logger } from '../../lib/log.js';
 import { Cgroups } from '../cgroups.js';
@@ -47,6 +48,8 @@ export interface ProcessDriverOptions {
   insecure: boolean;
   /** Where the cgroup trees are mounted (default /sys/fs/cgroup). */
   cgroupRoot?: string;
+  /** Serves WebSocket upgrades on the environment's /run/service/browser.sock (the agent's CDP endpoints, from inside). */
+  browser?: (environmentId: string) => (req: IncomingMessage, socket: Duplex, head: Buffer) => void;
   /** Serves the environment's /run/service/control.sock (hosts/control-socket.ts). */
   control?: (environmentId: string, peer: (socket: Socket) => Promise<Peer | null>) => RequestListener;
   log: Logger;
@@ -55,6 +58,8 @@ export interface ProcessDriverOptions {
 /** Inside the sandbox. */
 export const AGENT_HOME = DATA_DISK;
 export const RELAY_PORT = 3128;
+/** Inside the sandbox: the browser pool's CDP endpoints of this environment's leases. */
+export const BROWSER_PORT = 9222;
 const AGENT_UID = 1000;
 const PIDS_MAX = 4096;
 const BASE_UID = 200_000;
@@ -69,6 +74,7 @@ interface Vm {
   bridge: Server;
   bridgeSockets: Set<Socket>;
   control: HttpServer | null;
+  browser: HttpServer | null;
   /** Set while the host stops it: its exit is not news. */
   expectedExit: boolean;
   exited: Promise<void>;
@@ -132,9 +138,12 @@ export class ProcessDriver implements HostDriver {
     const missing = [...this.#cgroups.support.missing];
     const namespaces = this.#probeNamespaces(missing);
     const socat = which('socat');
+    // Two relays inside: the gateway proxy (127.0.0.1:3128) and the browser pool's CDP
+    // endpoints of this environment's leases (127.0.0.1:9222).
+    const loop = (port: number, sock: string): string => `while :; do socat TCP-LISTEN:${port},bind=127.0.0.1,fork,reuseaddr UNIX-CONNECT:/run/service/${sock}; sleep 0.2; done`;
     this.#relay = socat
-      ? ['/bin/sh', '-c', `exec </dev/null; while :; do socat TCP-LISTEN:${RELAY_PORT},bind=127.0.0.1,fork,reuseaddr UNIX-CONNECT:/run/service/gateway.sock; sleep 0.2; done`]
-      : ['/usr/bin/node', '-e', `const n=require('net');n.createServer(c=>{const u=n.connect('/run/service/gateway.sock');c.pipe(u).pipe(c);c.on('error',()=>u.destroy());u.on('error',()=>c.destroy())}).listen(${RELAY_PORT},'127.0.0.1')`];
+      ? ['/bin/sh', '-c', `exec </dev/null; (${loop(BROWSER_PORT, 'browser.sock')}) & ${loop(RELAY_PORT, 'gateway.sock')}`]
+      : ['/usr/bin/node', '-e', `const n=require('net');for(const [p,s] of [[${RELAY_PORT},'gateway.sock'],[${BROWSER_PORT},'browser.sock']])n.createServer(c=>{const u=n.connect('/run/service/'+s);c.pipe(u).pipe(c);c.on('error',()=>u.destroy());u.on('error',()=>c.destroy())}).listen(p,'127.0.0.1')`];
     if (!this.#root) missing.push('not running as root: every environment shares the service\'s uid (isolation between environments rests on the mount namespace alone)');
     this.#caps = {
       driver: 'process',
@@ -273,6 +282,22 @@ export class ProcessDriver implements HostDriver {
       chmodSync(ctlPath, 0o666);
     }
 
+    // The browser socket: WebSocket upgrades only, for this environment's leases.
+    let browser: HttpServer | null = null;
+    if (this.opts.browser) {
+      const brPath = join(service, 'browser.sock');
+      rmSync(brPath, { force: true });
+      browser = createHttpServer((_req, res) => {
+        res.writeHead(404, { 'content-type': 'application/json' }).end('{"error":"not_found","message":"CDP endpoints only (WebSocket)"}');
+      });
+      browser.on('upgrade', this.opts.browser(spec.id));
+      await new Promise<void>((resolve, reject) => {
+        browser!.once('error', reject);
+        browser!.listen(brPath, () => resolve());
+      });
+      chmodSync(brPath, 0o666);
+    }
+
     this.#cgroups.remove(spec.id);
     this.#cgroups.create(spec.id, { cpus: spec.cpus, memoryMib: spec.memoryMib, pidsMax: PIDS_MAX });
 
@@ -309,7 +334,7 @@ export class ProcessDriver implements HostDriver {
     try {
       const initPid = await this.#readChildPid(proc, () => stderr);
       await this.#waitRelay(initPid, proc, () => stderr);
-      const vm: Vm = { spec, proc, initPid, status: 'running', bridge, bridgeSockets, control, expectedExit: false, exited, execSeq: 0 };
+      const vm: Vm = { spec, proc, initPid, status: 'running', bridge, bridgeSockets, control, browser, expectedExit: false, exited, execSeq: 0 };
       this.#vms.set(spec.id, vm);
       proc.once('exit', (code, signal) => {
         if (this.#vms.get(spec.id) !== vm) return;
@@ -322,6 +347,7 @@ export class ProcessDriver implements HostDriver {
       await this.#cgroups.kill(spec.id);
       bridge.close();
       control?.close();
+      browser?.close();
       this.#cgroups.remove(spec.id);
       // The reason is shown to the developer (failure_reason): no host path in it.
       const message = (err as Error).message.split(this.opts.rootDir).join('<environments>');
@@ -376,6 +402,8 @@ export class ProcessDriver implements HostDriver {
     vm.bridge.close();
     vm.control?.close();
     vm.control?.closeAllConnections();
+    vm.browser?.close();
+    vm.browser?.closeAllConnections();
     for (const s of vm.bridgeSockets) s.destroy();
     this.#cgroups.remove(id);
   }

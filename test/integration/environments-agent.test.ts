@@ -224,4 +224,52 @@ describe('agent control socket: schedules and keep-awake (process sandbox, test 
     await t.api.delete(`/v1/environments/${e.id}`);
     await t.api.delete(`/v1/environments/${other.id}`);
   });
+
+  it('the agent reaches its lease\'s CDP endpoint from inside its VM (vm_cdp_url, 127.0.0.1:9222), and only its own leases', async function () {
+    if (!(await import('node:fs')).existsSync(process.env.CHROMIUM_PATH ?? '/usr/bin/chromium')) this.skip();
+    const e = await create();
+    const other = await create();
+    const lease = (await t.api.post('/v1/browser/leases', { environment_id: e.id })).body;
+    expect(lease.vm_cdp_url).to.match(/^ws:\/\/127\.0\.0\.1:9222\/v1\/browser\/leases\/bls_[0-9a-f]{24}\/cdp\?token=/);
+    // A minimal WebSocket client in the VM's python: one CDP command, its answer.
+    const client = [
+      'import base64, json, os, socket, struct, sys, urllib.parse',
+      'u = urllib.parse.urlparse(sys.argv[1])',
+      's = socket.create_connection((u.hostname, u.port), timeout=10)',
+      "key = base64.b64encode(os.urandom(16)).decode()",
+      "s.sendall(('GET %s?%s HTTP/1.1\\r\\nHost: x\\r\\nUpgrade: websocket\\r\\nConnection: Upgrade\\r\\nSec-WebSocket-Key: %s\\r\\nSec-WebSocket-Version: 13\\r\\n\\r\\n' % (u.path, u.query, key)).encode())",
+      "head = b''",
+      "while b'\\r\\n\\r\\n' not in head:",
+      '    c = s.recv(1)',
+      '    if not c: break',
+      '    head += c',
+      "print(head.split(b'\\r\\n')[0].decode())",
+      "if b' 101 ' not in head.split(b'\\r\\n')[0]: sys.exit(0)",
+      "msg = json.dumps({'id': 1, 'method': sys.argv[2]}).encode()",
+      "mask = os.urandom(4)",
+      "s.sendall(bytes([0x81, 0x80 | len(msg)]) + mask + bytes(b ^ mask[i % 4] for i, b in enumerate(msg)))",
+      'def read(n):',
+      "    b = b''",
+      '    while len(b) < n: b += s.recv(n - len(b))',
+      '    return b',
+      'h = read(2); n = h[1] & 0x7f',
+      "if n == 126: n = struct.unpack('>H', read(2))[0]",
+      "elif n == 127: n = struct.unpack('>Q', read(8))[0]",
+      'print(read(n).decode())',
+    ].join('\n');
+    await t.api.put(`/v1/environments/${e.id}/files`, { path: 'ws.py', content: client });
+    await t.api.put(`/v1/environments/${other.id}/files`, { path: 'ws.py', content: client });
+    const r = await sh(t.api, e.id, `python3 ws.py '${lease.vm_cdp_url}' Browser.getVersion`);
+    const [status, body] = r.stdout.trim().split('\n');
+    expect(status).to.match(/101/);
+    expect(JSON.parse(body!).result.product).to.match(/Chrome/);
+    const contexts = await sh(t.api, e.id, `python3 ws.py '${lease.vm_cdp_url}' Target.getBrowserContexts`);
+    expect(JSON.parse(contexts.stdout.trim().split('\n')[1]!).result).to.deep.equal({ browserContextIds: [] });
+    // Another VM, with the token: not its lease.
+    const theirs = await sh(t.api, other.id, `python3 ws.py '${lease.vm_cdp_url}' Browser.getVersion`);
+    expect(theirs.stdout).to.match(/^HTTP\/1.1 404/);
+    await t.api.post(`/v1/browser/leases/${lease.id}/release`);
+    await t.api.delete(`/v1/environments/${e.id}`);
+    await t.api.delete(`/v1/environments/${other.id}`);
+  });
 });
