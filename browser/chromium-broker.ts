@@ -1,6 +1,6 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { createHash, createPublicKey } from 'node:crypto';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
@@ -69,12 +69,15 @@ export class ChromiumBroker implements BrowserBroker {
    */
   async #launch(): Promise<Browser> {
     const dir = mkdtempSync(join(tmpdir(), 'gw-chromium-'));
-    const proc = spawn(this.opts.executablePath, [
+    // setpriv --pdeathsig: Chromium dies with this process even on SIGKILL (it would
+    // otherwise outlive a crashed service, holding its port and memory).
+    const args = [
       ...FLAGS, `--ignore-certificate-errors-spki-list=${this.#spki}`,
       '--headless=new', '--remote-debugging-address=127.0.0.1', '--remote-debugging-port=0', `--user-data-dir=${dir}`,
-      // Every context sets its own proxy (the lease's environment's credentials).
       '--proxy-server=http://per-context', 'about:blank',
-    ], { stdio: ['ignore', 'ignore', 'pipe'] });
+    ];
+    const viaSetpriv = existsSync('/usr/bin/setpriv');
+    const proc = spawn(viaSetpriv ? '/usr/bin/setpriv' : this.opts.executablePath, viaSetpriv ? ['--pdeathsig', 'SIGKILL', '--', this.opts.executablePath, ...args] : args, { stdio: ['ignore', 'ignore', 'pipe'] });
     const ws = await new Promise<string>((resolve, reject) => {
       const timer = setTimeout(() => reject(new Error('Chromium did not start within 30 s')), 30_000);
       const lines = createInterface({ input: proc.stderr! });
