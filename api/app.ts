@@ -15,6 +15,8 @@ export interface AppParts {
    * own small limit), and refuses strangers with refuseUnread.
    */
   publicRouters?: Router[];
+  /** The console (HTML, its own session cookies and form bodies), mounted at /console before the JSON body parser. */
+  consoleRouter?: Router;
   /** Routers behind the API key, mounted under /v1. */
   routers: Router[];
 }
@@ -66,6 +68,7 @@ export function createApp(parts: AppParts): Express {
     next();
   });
   app.use(decodableUrl);
+  if (parts.consoleRouter) app.use('/console', parts.consoleRouter);
   for (const r of parts.publicRouters ?? []) app.use('/v1', r);
   // Who is asking, from the headers alone; then the body (issue 9, hole 8).
   app.use('/v1', apiKeyAuth(parts.accounts));

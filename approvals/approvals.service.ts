@@ -84,7 +84,7 @@ export interface DecisionOutcome {
 export type DecisionBody = { ok: true; value: unknown } | { ok: false; error: ServiceError };
 
 export type DecisionCaller =
-  | { via: 'api_key' | 'console'; developerId: string }
+  | { via: 'api_key' | 'console'; developerId: string; memberId?: string }
   | { via: 'signature'; rawBody: Buffer; signature: string | undefined };
 
 /** A pending approval past its expiry reads as expired even before the sweep marks it. */
@@ -359,6 +359,7 @@ export function createApprovalsService(deps: ApprovalsDeps) {
         decided_via: via,
         decided_at: now,
         grant_id: grant?.id ?? null,
+        decided_by: caller.via === 'console' ? caller.memberId ?? null : null,
       };
       const n = await approvalsStore.decide(trx, row.id, now, patch);
       if (n !== 1) throw alreadyDecided();

@@ -21,6 +21,8 @@ export interface ApprovalRow {
   status: ApprovalStatus;
   scope: string | null;
   decided_via: DecidedVia | null;
+  /** The team member who decided in the console (issue 15). */
+  decided_by?: string | null;
   decided_at: number | null;
   grant_id: string | null;
   expires_at: number;
@@ -75,7 +77,7 @@ export const approvalsStore = {
     db: Queryable,
     id: string,
     nowMs: number,
-    patch: Pick<ApprovalRow, 'status' | 'scope' | 'decided_via' | 'decided_at' | 'grant_id'>,
+    patch: Pick<ApprovalRow, 'status' | 'scope' | 'decided_via' | 'decided_at' | 'grant_id' | 'decided_by'>,
   ): Promise<number> {
     return db('approvals').where({ id, status: 'pending' }).where('expires_at', '>', nowMs).update(patch);
   },

@@ -14,7 +14,9 @@ const USAGE = `usage: gateway <command>
   migrate               apply database migrations and exit
   keys create [label]   create an API key for the default developer; prints it once
   keys list             list API keys (ids and last four characters only)
-  keys revoke <id>      revoke an API key`;
+  keys revoke <id>      revoke an API key
+  members create <email> [name]   add a console team member; prints a one-time sign-in link
+  members link <email>            a new one-time sign-in link for a member`;
 
 /**
  * The first start's API key, once, on stderr: never in the JSON log on stdout, which must
@@ -89,6 +91,29 @@ async function main(argv: string[]): Promise<number> {
           return 1;
         }
         process.stdout.write(`revoked ${arg}\n`);
+        return 0;
+      }
+    }
+    if (command === 'members') {
+      const { createMembersService } = await import('../accounts/members.service.js');
+      const accounts = createAccountsService({ db, clock: new ServiceClock() });
+      await accounts.ensureDeveloper();
+      const members = createMembersService({ db, clock: new ServiceClock() });
+      const base = config.baseUrl ?? `http://${config.host}:${config.apiPort}`;
+      const [sub, email, name] = rest;
+      if (sub === 'create' && email) {
+        const { signInToken } = await members.create(DEFAULT_DEVELOPER_ID, { email, name: name ?? email });
+        process.stdout.write(`${base}/console/sign-in/${signInToken}\n`);
+        process.stderr.write('one-time sign-in link, valid 24 hours\n');
+        return 0;
+      }
+      if (sub === 'link' && email) {
+        const m = (await members.list(DEFAULT_DEVELOPER_ID)).find((x) => x.email === email.toLowerCase());
+        if (!m) {
+          process.stderr.write(`no team member ${email}\n`);
+          return 1;
+        }
+        process.stdout.write(`${base}/console/sign-in/${await members.signInLink(m.id)}\n`);
         return 0;
       }
     }

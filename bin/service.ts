@@ -75,6 +75,9 @@ import { ChromiumBroker } from '../browser/chromium-broker.js';
 import { relayCdp } from '../browser/cdp-relay.js';
 import { relayViewer } from '../browser/viewer.js';
 import { hostsStore } from '../hosts/hosts.store.js';
+import { createMembersService } from '../accounts/members.service.js';
+import { teamMembersRouter } from '../api/routes/team-members.js';
+import { consoleRouter } from '../api/console/console.js';
 import { WebSocketServer } from 'ws';
 import { createHmac } from 'node:crypto';
 import { constantTimeEqual } from '../lib/crypto.js';
@@ -512,7 +515,11 @@ export async function startService(config: Readonly<Config>, log: Logger, opts: 
       return standIns.listed(environmentId);
     },
   }));
-  const app = createApp({ log, accounts, routers, publicRouters: [decisionRouter({ approvals, accounts }), oauthCallbackRouter({ callback }), browserViewRouter({ leases })] });
+  // The console (issue 15): team members and their sessions; pages under /console.
+  const members = createMembersService({ db, clock });
+  routers.push(teamMembersRouter({ members, baseUrl: () => publicBaseUrl }));
+  const consoleRoutes = consoleRouter({ members, approvals, secure: () => publicBaseUrl.startsWith('https:') });
+  const app = createApp({ log, accounts, routers, consoleRouter: consoleRoutes, publicRouters: [decisionRouter({ approvals, accounts }), oauthCallbackRouter({ callback }), browserViewRouter({ leases })] });
 
   const apiServer = opts.api === false ? null : createServer(app);
   apiServer?.on('clientError', answerUnparsable);

@@ -37,6 +37,8 @@ export const ERROR_CODES = {
   exec_failed: { status: 503, meaning: 'Process could not be started in the VM' },
   exec_timeout: { status: 503, meaning: 'A synchronous exec did not finish within its timeout' },
   file_operation_failed: { status: 503, meaning: 'A file operation hit an unexpected error' },
+  // Console
+  member_exists: { status: 409, meaning: 'A team member with this email already exists for the developer' },
   // Connections
   no_oauth_client: { status: 409, meaning: 'Authorize without a registered app or platform test app' },
   // Browser

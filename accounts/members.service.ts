@@ -1,0 +1,138 @@
+import { createHash, randomBytes, scrypt, timingSafeEqual } from 'node:crypto';
+import { promisify } from 'node:util';
+import type { Db } from '../store/db.js';
+import { isUniqueViolation } from '../store/db.js';
+import type { Clock } from '../lib/clock.js';
+import { iso } from '../lib/clock.js';
+import { newId } from '../lib/ids.js';
+import { ServiceError, notFound } from '../lib/errors.js';
+
+/**
+ * Team members of a developer and their console sessions (issue 15, item 1). A member
+ * signs in with a password (scrypt, N=2^15) or a one-time sign-in link (24 hours); a session
+ * lasts 12 hours and carries its own CSRF token. Tokens are stored as SHA-256 only.
+ */
+const scryptAsync = promisify(scrypt) as (pw: string, salt: Buffer, len: number, opts: { N: number; r: number; p: number; maxmem: number }) => Promise<Buffer>;
+const SCRYPT = { N: 1 << 15, r: 8, p: 1, maxmem: 64 * 1024 * 1024 };
+export const SESSION_MS = 12 * 3_600_000;
+export const LINK_MS = 24 * 3_600_000;
+const sha256 = (s: string): string => createHash('sha256').update(s).digest('hex');
+
+interface MemberRow {
+  id: string;
+  developer_id: string;
+  email: string;
+  name: string;
+  password_hash: string | null;
+  created_at: number;
+}
+
+export interface Member {
+  id: string;
+  email: string;
+  name: string;
+  created_at: string | null;
+}
+
+export interface ConsoleSession {
+  member: Member;
+  developerId: string;
+  csrf: string;
+}
+
+const toMember = (r: MemberRow): Member => ({ id: r.id, email: r.email, name: r.name, created_at: iso(Number(r.created_at)) });
+
+async function hashPassword(password: string): Promise<string> {
+  const salt = randomBytes(16);
+  const key = await scryptAsync(password, salt, 32, SCRYPT);
+  return `scrypt$${SCRYPT.N}$${SCRYPT.r}$${SCRYPT.p}$${salt.toString('base64')}$${key.toString('base64')}`;
+}
+
+async function checkPassword(password: string, stored: string | null): Promise<boolean> {
+  // A member without a password (or none found) still costs one scrypt: no timing tells who exists.
+  const parts = (stored ?? `scrypt$${SCRYPT.N}$8$1$${randomBytes(16).toString('base64')}$${randomBytes(32).toString('base64')}`).split('$');
+  if (parts.length !== 6 || parts[0] !== 'scrypt') return false;
+  const key = await scryptAsync(password, Buffer.from(parts[4]!, 'base64'), 32, { N: Number(parts[1]), r: Number(parts[2]), p: Number(parts[3]), maxmem: SCRYPT.maxmem });
+  const want = Buffer.from(parts[5]!, 'base64');
+  return stored !== null && want.length === key.length && timingSafeEqual(want, key);
+}
+
+export function createMembersService(deps: { db: Db; clock: Clock }) {
+  const { db, clock } = deps;
+
+  async function create(developerId: string, input: { email: string; name: string; password?: string }): Promise<{ member: Member; signInToken: string }> {
+    const now = clock.nowMs();
+    const row: MemberRow = {
+      id: newId('mem'), developer_id: developerId, email: input.email.trim().toLowerCase(), name: input.name,
+      password_hash: input.password ? await hashPassword(input.password) : null, created_at: now,
+    };
+    try {
+      await db('team_members').insert(row);
+    } catch (err) {
+      if (isUniqueViolation(err)) throw new ServiceError('member_exists', 'a team member with this email already exists');
+      throw err;
+    }
+    return { member: toMember(row), signInToken: await signInLink(row.id) };
+  }
+
+  async function list(developerId: string): Promise<Member[]> {
+    return (await db<MemberRow>('team_members').where({ developer_id: developerId }).orderBy('created_at', 'asc').limit(1000)).map(toMember);
+  }
+
+  async function remove(developerId: string, id: string): Promise<void> {
+    const n = await db('team_members').where({ developer_id: developerId, id }).delete();
+    if (!n) throw notFound();
+    await db('console_sessions').where({ member_id: id }).delete();
+    await db('console_sign_in_links').where({ member_id: id }).delete();
+  }
+
+  /** A one-time sign-in link's token (24 hours). */
+  async function signInLink(memberId: string): Promise<string> {
+    const token = randomBytes(32).toString('base64url');
+    await db('console_sign_in_links').insert({ token_hash: sha256(token), member_id: memberId, expires_at: clock.nowMs() + LINK_MS, used_at: null });
+    return token;
+  }
+
+  async function startSession(row: MemberRow): Promise<{ token: string; session: ConsoleSession }> {
+    const token = randomBytes(32).toString('base64url');
+    const csrf = randomBytes(24).toString('base64url');
+    const now = clock.nowMs();
+    await db('console_sessions').insert({ token_hash: sha256(token), member_id: row.id, developer_id: row.developer_id, csrf, created_at: now, expires_at: now + SESSION_MS });
+    return { token, session: { member: toMember(row), developerId: row.developer_id, csrf } };
+  }
+
+  /** Email and password: a new session, or null (the same answer whatever was wrong). */
+  async function signIn(email: string, password: string): Promise<{ token: string; session: ConsoleSession } | null> {
+    const rows = await db<MemberRow>('team_members').where({ email: email.trim().toLowerCase() }).limit(2);
+    // The same email under two developers: a password cannot say which; those members use their link.
+    const row = rows.length === 1 ? rows[0]! : undefined;
+    const ok = await checkPassword(password, row?.password_hash ?? null);
+    return ok && row ? startSession(row) : null;
+  }
+
+  async function signInWithLink(token: string): Promise<{ token: string; session: ConsoleSession } | null> {
+    const now = clock.nowMs();
+    const link = await db('console_sign_in_links').where({ token_hash: sha256(token) }).first();
+    if (!link || link.used_at != null || Number(link.expires_at) <= now) return null;
+    const n = await db('console_sign_in_links').where({ token_hash: sha256(token) }).whereNull('used_at').update({ used_at: now });
+    if (n !== 1) return null;
+    const row = await db<MemberRow>('team_members').where({ id: link.member_id }).first();
+    return row ? startSession(row) : null;
+  }
+
+  async function session(token: string): Promise<ConsoleSession | null> {
+    if (!token) return null;
+    const s = await db('console_sessions').where({ token_hash: sha256(token) }).where('expires_at', '>', clock.nowMs()).first();
+    if (!s) return null;
+    const row = await db<MemberRow>('team_members').where({ id: s.member_id }).first();
+    return row ? { member: toMember(row), developerId: row.developer_id, csrf: s.csrf } : null;
+  }
+
+  async function signOut(token: string): Promise<void> {
+    await db('console_sessions').where({ token_hash: sha256(token) }).delete();
+  }
+
+  return { create, list, remove, signInLink, signIn, signInWithLink, session, signOut };
+}
+
+export type MembersService = ReturnType<typeof createMembersService>;

@@ -1,0 +1,197 @@
+import { randomBytes } from 'node:crypto';
+import express, { Router, type Request, type Response } from 'express';
+import type { MembersService, ConsoleSession } from '../../accounts/members.service.js';
+import type { ApprovalsService, Approval } from '../../approvals/approvals.service.js';
+import { ServiceError } from '../../lib/errors.js';
+import { constantTimeEqual } from '../../lib/crypto.js';
+
+/**
+ * The console (issue 15): server-rendered HTML under /console for team members. Sessions
+ * are an HttpOnly, SameSite=Strict cookie (Secure when BASE_URL is https); every form
+ * carries the session's CSRF token (the login form a double-submit one); a strict CSP with
+ * a per-response nonce, no third-party assets. Members see only their developer's data.
+ *
+ * Today: sign in (password or one-time link), sign out, and the approvals page (pending
+ * approvals, updated live over server-sent events, approve with a scope up to max_scope, or
+ * deny; the decision goes through the approvals service as `decided_via: console` with the
+ * member). Grants and the audit log pages are next.
+ */
+const COOKIE = 'gw_console';
+const LOGIN_CSRF = 'gw_login_csrf';
+const SCOPE_ORDER = ['once', 'task', 'session', 'time_limited', 'permanent'];
+
+const esc = (s: unknown): string => String(s ?? '').replace(/[&<>"']/g, (c) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' })[c]!);
+
+function cookies(req: Request): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const part of String(req.headers.cookie ?? '').split(';')) {
+    const i = part.indexOf('=');
+    if (i > 0) out[part.slice(0, i).trim()] = decodeURIComponent(part.slice(i + 1).trim());
+  }
+  return out;
+}
+
+export interface ConsoleDeps {
+  members: MembersService;
+  approvals: ApprovalsService;
+  /** True when the public base URL is https (cookies are Secure then). */
+  secure: () => boolean;
+}
+
+export function consoleRouter(deps: ConsoleDeps): Router {
+  const { members, approvals } = deps;
+  const r = Router();
+  r.use(express.urlencoded({ extended: false, limit: '16kb' }));
+
+  const cookieAttrs = (): string => `Path=/console; HttpOnly; SameSite=Strict${deps.secure() ? '; Secure' : ''}`;
+
+  function page(res: Response, status: number, title: string, body: string, session: ConsoleSession | null, script = ''): void {
+    const nonce = randomBytes(16).toString('base64');
+    res.status(status).set({
+      'Content-Type': 'text/html; charset=utf-8',
+      'Cache-Control': 'no-store',
+      'Referrer-Policy': 'no-referrer',
+      'X-Frame-Options': 'DENY',
+      'X-Content-Type-Options': 'nosniff',
+      'Content-Security-Policy': `default-src 'none'; style-src 'nonce-${nonce}'; script-src 'nonce-${nonce}'; connect-src 'self'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'`,
+    }).send(`<!doctype html><html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1"><title>${esc(title)} · Agent gateway console</title>
+<style nonce="${nonce}">
+body{margin:0;font:15px/1.45 system-ui,sans-serif;background:#f6f7f9;color:#1d2330}
+header{display:flex;align-items:center;gap:16px;padding:10px 24px;background:#1d2330;color:#fff}
+header b{flex:1} header form{margin:0} a{color:#2456c7}
+main{max-width:880px;margin:24px auto;padding:0 16px}
+.card{background:#fff;border:1px solid #dde1e8;border-radius:10px;padding:16px 18px;margin:0 0 14px}
+.meta{color:#5b6476;font-size:13px} .summary{font-size:17px;margin:6px 0 10px}
+.row{display:flex;gap:8px;align-items:center;flex-wrap:wrap}
+button{font:inherit;padding:6px 14px;border-radius:6px;border:1px solid #b8c0cc;background:#fff;cursor:pointer}
+button.approve{background:#1f8a4c;border-color:#1f8a4c;color:#fff} button.deny{background:#b42318;border-color:#b42318;color:#fff}
+label{display:block;margin:10px 0 4px} input,select{font:inherit;padding:6px 8px;border:1px solid #b8c0cc;border-radius:6px}
+.err{color:#b42318} .empty{color:#5b6476}
+</style></head><body>
+<header><b>Agent gateway console</b>${session ? `<span>${esc(session.member.name)} &lt;${esc(session.member.email)}&gt;</span><form method="post" action="/console/logout"><input type="hidden" name="csrf" value="${esc(session.csrf)}"><button type="submit">Sign out</button></form>` : ''}</header>
+<main>${body}</main>${script ? `<script nonce="${nonce}">${script}</script>` : ''}</body></html>`);
+  }
+
+  async function sessionOf(req: Request): Promise<{ token: string; session: ConsoleSession } | null> {
+    const token = cookies(req)[COOKIE] ?? '';
+    const session = token ? await members.session(token) : null;
+    return session ? { token, session } : null;
+  }
+
+  function csrfOk(req: Request, session: ConsoleSession): boolean {
+    return typeof req.body?.csrf === 'string' && constantTimeEqual(req.body.csrf, session.csrf);
+  }
+
+  function loginPage(res: Response, status: number, error: string | null): void {
+    const csrf = randomBytes(24).toString('base64url');
+    res.setHeader('Set-Cookie', `${LOGIN_CSRF}=${csrf}; ${cookieAttrs()}; Max-Age=1800`);
+    page(res, status, 'Sign in', `<div class="card"><h1>Sign in</h1>${error ? `<p class="err">${esc(error)}</p>` : ''}
+<form method="post" action="/console/login"><input type="hidden" name="csrf" value="${csrf}">
+<label for="email">Email</label><input id="email" name="email" type="email" autocomplete="username" required>
+<label for="password">Password</label><input id="password" name="password" type="password" autocomplete="current-password" required>
+<p><button type="submit" class="approve">Sign in</button></p></form>
+<p class="meta">No password? Ask for a one-time sign-in link (<code>npm run members -- link &lt;email&gt;</code>, or the API).</p></div>`, null);
+  }
+
+  r.get('/', async (req, res) => {
+    res.redirect(303, (await sessionOf(req)) ? '/console/approvals' : '/console/login');
+  });
+
+  r.get('/login', (_req, res) => loginPage(res, 200, null));
+
+  r.post('/login', async (req, res) => {
+    const want = cookies(req)[LOGIN_CSRF] ?? '';
+    if (!want || typeof req.body?.csrf !== 'string' || !constantTimeEqual(req.body.csrf, want)) {
+      return loginPage(res, 403, 'The form expired; please try again.');
+    }
+    const out = typeof req.body.email === 'string' && typeof req.body.password === 'string'
+      ? await members.signIn(req.body.email.slice(0, 320), req.body.password.slice(0, 1024))
+      : null;
+    if (!out) return loginPage(res, 401, 'That email and password do not match a team member.');
+    res.setHeader('Set-Cookie', [`${COOKIE}=${out.token}; ${cookieAttrs()}; Max-Age=${12 * 3600}`, `${LOGIN_CSRF}=; ${cookieAttrs()}; Max-Age=0`]);
+    res.redirect(303, '/console/approvals');
+  });
+
+  r.get('/sign-in/:token', async (req, res) => {
+    const out = /^[A-Za-z0-9_-]{20,100}$/.test(req.params.token!) ? await members.signInWithLink(req.params.token!) : null;
+    if (!out) return page(res, 404, 'Link not valid', '<div class="card"><h1>This sign-in link is not valid</h1><p>It was used already or has expired.</p><p><a href="/console/login">Sign in</a></p></div>', null);
+    res.setHeader('Set-Cookie', `${COOKIE}=${out.token}; ${cookieAttrs()}; Max-Age=${12 * 3600}`);
+    res.redirect(303, '/console/approvals');
+  });
+
+  r.post('/logout', async (req, res) => {
+    const s = await sessionOf(req);
+    if (s && csrfOk(req, s.session)) await members.signOut(s.token);
+    else if (s) return page(res, 403, 'Forbidden', '<div class="card"><p class="err">The form expired; please try again.</p></div>', s.session);
+    res.setHeader('Set-Cookie', `${COOKIE}=; ${cookieAttrs()}; Max-Age=0`);
+    res.redirect(303, '/console/login');
+  });
+
+  function scopeChooser(a: Approval): string {
+    const max = SCOPE_ORDER.indexOf(a.max_scope);
+    const allowed = SCOPE_ORDER.filter((s, i) => i <= max && (s !== 'task' || a.task_id) && (s !== 'session' || a.session_id));
+    const label: Record<string, string> = { once: 'This request only', task: 'This task', session: 'This session', time_limited: 'For one hour', permanent: 'Always' };
+    return `<select name="scope" aria-label="Scope">${allowed.map((s) => `<option value="${s}">${label[s]}</option>`).join('')}</select>`;
+  }
+
+  function card(a: Approval, csrf: string): string {
+    return `<div class="card" data-approval="${esc(a.id)}">
+<div class="meta">${esc(a.connector)} · ${esc(a.category)} · environment ${esc(a.environment_id)}${a.task_id ? ` · task ${esc(a.task_id)}` : ''} · expires ${esc(a.expires_at)}</div>
+<div class="summary">${esc(a.summary)}</div>
+<form method="post" action="/console/approvals/${esc(a.id)}/decide" class="row"><input type="hidden" name="csrf" value="${esc(csrf)}">
+${scopeChooser(a)}<button type="submit" name="decision" value="approve" class="approve">Approve</button>
+<button type="submit" name="decision" value="deny" class="deny">Deny</button></form></div>`;
+  }
+
+  r.get('/approvals', async (req, res) => {
+    const s = await sessionOf(req);
+    if (!s) return res.redirect(303, '/console/login');
+    const pending = await approvals.list(s.session.developerId, { status: 'pending', limit: 200, after: null });
+    const body = `<h1>Pending approvals</h1>${pending.length ? pending.map((a) => card(a, s.session.csrf)).join('') : '<p class="empty" id="none">Nothing waits for a decision.</p>'}`;
+    // Live: the page reloads when the set of pending approvals changes (server-sent events).
+    page(res, 200, 'Approvals', body, s.session, `new EventSource('/console/approvals/stream').addEventListener('changed', () => location.reload());`);
+  });
+
+  r.get('/approvals/stream', async (req, res) => {
+    const s = await sessionOf(req);
+    if (!s) return res.status(401).end();
+    res.writeHead(200, { 'Content-Type': 'text/event-stream', 'Cache-Control': 'no-store', 'X-Accel-Buffering': 'no' });
+    const key = async (): Promise<string> => (await approvals.list(s.session.developerId, { status: 'pending', limit: 200, after: null })).map((a) => a.id).join(',');
+    let last = await key();
+    res.write(': connected\n\n');
+    const timer = setInterval(() => {
+      void key().then((k) => {
+        if (k !== last) {
+          last = k;
+          res.write('event: changed\ndata: {}\n\n');
+        } else res.write(': ping\n\n');
+      }).catch(() => {});
+    }, 1000);
+    req.on('close', () => clearInterval(timer));
+  });
+
+  r.post('/approvals/:id/decide', async (req, res) => {
+    const s = await sessionOf(req);
+    if (!s) return res.redirect(303, '/console/login');
+    if (!csrfOk(req, s.session)) return page(res, 403, 'Forbidden', '<div class="card"><p class="err">The form expired; please reload the page.</p></div>', s.session);
+    const id = req.params.id!;
+    let body: unknown;
+    if (req.body.decision === 'deny') body = { decision: 'deny' };
+    else {
+      const a = await approvals.get(s.session.developerId, id).catch(() => null);
+      if (!a) return page(res, 404, 'Not found', '<div class="card"><p>No such approval.</p></div>', s.session);
+      const scope = String(req.body.scope ?? 'once');
+      const kind = scope === 'time_limited' ? { kind: 'until', until: new Date(Date.now() + 3_600_000).toISOString() } : scope === 'task' ? { kind: 'task', task_id: a.task_id } : scope === 'session' ? { kind: 'session', session_id: a.session_id } : { kind: scope };
+      body = { decision: 'approve', scope: kind };
+    }
+    try {
+      await approvals.decide(id, { via: 'console', developerId: s.session.developerId, memberId: s.session.member.id }, { ok: true, value: body });
+    } catch (err) {
+      if (err instanceof ServiceError) return page(res, err.status >= 500 ? 503 : err.status, 'Not decided', `<div class="card"><p class="err">${esc(err.message)}</p><p><a href="/console/approvals">Back to approvals</a></p></div>`, s.session);
+      throw err;
+    }
+    res.redirect(303, '/console/approvals');
+  });
+
+  return r;
+}

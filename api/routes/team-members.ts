@@ -1,0 +1,34 @@
+import { Router } from 'express';
+import Joi from 'joi';
+import type { MembersService } from '../../accounts/members.service.js';
+import { developerOf } from '../middleware/auth.js';
+import { noBody, requireJson } from '../middleware/json-body.js';
+import { validateBody } from '../validation.js';
+
+const createSchema = Joi.object({
+  email: Joi.string().email({ tlds: false }).max(320).required(),
+  name: Joi.string().min(1).max(200).required(),
+  password: Joi.string().min(12).max(1024),
+});
+
+/**
+ * Team members of the console (issue 15, item 1): created by the developer, each with a
+ * one-time sign-in link (shown once, valid 24 hours) and optionally a password (12+
+ * characters, stored as a scrypt hash).
+ */
+export function teamMembersRouter(deps: { members: MembersService; baseUrl: () => string }): Router {
+  const r = Router();
+  r.post('/team-members', async (req, res) => {
+    const input = validateBody<{ email: string; name: string; password?: string }>(createSchema, requireJson(req));
+    const { member, signInToken } = await deps.members.create(developerOf(req).id, input);
+    res.status(201).json({ ...member, sign_in_url: `${deps.baseUrl()}/console/sign-in/${signInToken}` });
+  });
+  r.get('/team-members', noBody, async (req, res) => {
+    res.json({ data: await deps.members.list(developerOf(req).id) });
+  });
+  r.delete('/team-members/:id', noBody, async (req, res) => {
+    await deps.members.remove(developerOf(req).id, req.params.id!);
+    res.status(204).end();
+  });
+  return r;
+}

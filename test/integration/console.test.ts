@@ -1,0 +1,144 @@
+import { expect } from 'chai';
+import { startTestService, type TestService } from '../helpers/service.js';
+import { DEFAULT_DEVELOPER_ID } from '../../accounts/accounts.service.js';
+
+/**
+ * The console over HTTP (issue 15, items 1 and 2): team members created through the API,
+ * sign-in by password or one-time link, session cookies (HttpOnly, SameSite=Strict), CSRF
+ * on every form, sign-out, and a decision from the approvals page recorded as
+ * `decided_via: console` with the member; one developer's members see nothing of another's.
+ */
+describe('console: members, sessions, CSRF, approvals', function () {
+  this.timeout(30_000);
+  let t: TestService;
+  let envId: string;
+
+  before(async () => {
+    t = await startTestService();
+    envId = (await t.api.post('/v1/environments', { end_user_id: 'console-user' })).body.id;
+  });
+  after(async () => {
+    await t.close();
+  });
+
+  /** A tiny cookie-keeping browser over fetch (no redirects followed). */
+  function agent() {
+    const jar = new Map<string, string>();
+    return {
+      jar,
+      async go(path: string, init: { method?: string; form?: Record<string, string> } = {}) {
+        const headers: Record<string, string> = { cookie: [...jar].map(([k, v]) => `${k}=${v}`).join('; ') };
+        let body: string | undefined;
+        if (init.form) {
+          headers['content-type'] = 'application/x-www-form-urlencoded';
+          body = new URLSearchParams(init.form).toString();
+        }
+        const res = await fetch(`${t.url}${path}`, { method: init.method ?? 'GET', headers, body, redirect: 'manual' });
+        for (const c of res.headers.getSetCookie()) {
+          const [pair] = c.split(';');
+          const [k, v] = pair!.split('=');
+          if (v === '' || /Max-Age=0/.test(c)) jar.delete(k!);
+          else jar.set(k!, v!);
+        }
+        return { status: res.status, headers: res.headers, text: await res.text() };
+      },
+    };
+  }
+  const field = (html: string, name: string): string => new RegExp(`name="${name}" value="([^"]+)"`).exec(html)![1]!;
+
+  it('members through the API: 201 with a one-time sign-in URL, 409 member_exists, validation, scoped to the developer', async () => {
+    const r = await t.api.post('/v1/team-members', { email: 'Ada@Example.com', name: 'Ada', password: 'correct horse battery' });
+    expect(r.status).to.equal(201);
+    expect(r.body).to.include({ email: 'ada@example.com', name: 'Ada' });
+    expect(r.body.sign_in_url).to.match(/\/console\/sign-in\/[A-Za-z0-9_-]+$/);
+    expect(r.body).to.not.have.property('password');
+    expect(r.body).to.not.have.property('password_hash');
+    expect((await t.api.post('/v1/team-members', { email: 'ada@example.com', name: 'Again' })).body.error).to.equal('member_exists');
+    expect((await t.api.post('/v1/team-members', { email: 'not-an-email', name: 'x' })).status).to.equal(400);
+    expect((await t.api.post('/v1/team-members', { email: 'b@example.com', name: 'x', password: 'short' })).status).to.equal(400);
+    const row = await t.svc.db('team_members').where({ email: 'ada@example.com' }).first();
+    expect(row.password_hash).to.match(/^scrypt\$/);
+    expect(row.password_hash).to.not.include('correct horse');
+    const other = await t.otherDeveloper();
+    expect((await other.get('/v1/team-members')).body.data).to.deep.equal([]);
+  });
+
+  it('sign in needs the form\'s CSRF token and the right password; the session cookie is HttpOnly and SameSite=Strict; sign out ends it', async () => {
+    const b = agent();
+    expect((await b.go('/console/approvals')).status).to.equal(303);
+    const login = await b.go('/console/login');
+    expect(login.status).to.equal(200);
+    expect(login.headers.get('content-security-policy')).to.match(/default-src 'none'/);
+    const csrf = field(login.text, 'csrf');
+    expect((await b.go('/console/login', { method: 'POST', form: { csrf: 'forged', email: 'ada@example.com', password: 'correct horse battery' } })).status).to.equal(403);
+    const again = await b.go('/console/login');
+    const csrf2 = field(again.text, 'csrf');
+    expect(csrf2).to.not.equal(csrf);
+    expect((await b.go('/console/login', { method: 'POST', form: { csrf: csrf2, email: 'ada@example.com', password: 'wrong password!!' } })).status).to.equal(401);
+    const third = await b.go('/console/login');
+    const ok = await fetch(`${t.url}/console/login`, {
+      method: 'POST', redirect: 'manual',
+      headers: { 'content-type': 'application/x-www-form-urlencoded', cookie: [...b.jar].map(([k, v]) => `${k}=${v}`).join('; ') },
+      body: new URLSearchParams({ csrf: field(third.text, 'csrf'), email: 'ADA@example.com', password: 'correct horse battery' }).toString(),
+    });
+    expect(ok.status).to.equal(303);
+    const session = ok.headers.getSetCookie().find((c) => c.startsWith('gw_console='))!;
+    expect(session).to.match(/HttpOnly/);
+    expect(session).to.match(/SameSite=Strict/);
+    b.jar.set('gw_console', session.split(';')[0]!.split('=')[1]!);
+    const page = await b.go('/console/approvals');
+    expect(page.status).to.equal(200);
+    expect(page.text).to.include('Ada');
+    // Sign out: the CSRF token is needed; then the session is gone.
+    expect((await b.go('/console/logout', { method: 'POST', form: { csrf: 'forged' } })).status).to.equal(403);
+    expect((await b.go('/console/logout', { method: 'POST', form: { csrf: field(page.text, 'csrf') } })).status).to.equal(303);
+    const token = session.split(';')[0]!.split('=')[1]!;
+    const after = await fetch(`${t.url}/console/approvals`, { headers: { cookie: `gw_console=${token}` }, redirect: 'manual' });
+    expect(after.status).to.equal(303);
+  });
+
+  it('a one-time sign-in link works once', async () => {
+    const r = await t.api.post('/v1/team-members', { email: 'grace@example.com', name: 'Grace' });
+    const path = new URL(r.body.sign_in_url).pathname;
+    const b = agent();
+    expect((await b.go(path)).status).to.equal(303);
+    expect((await b.go('/console/approvals')).status).to.equal(200);
+    expect((await agent().go(path)).status).to.equal(404);
+  });
+
+  it('the approvals page shows a pending approval; approving with task scope records decided_via console and the member; CSRF required', async () => {
+    const a = await t.svc.approvals.requestApproval({
+      developerId: DEFAULT_DEVELOPER_ID, environmentId: envId, connector: 'gmail', category: 'send', method: 'POST',
+      host: 'gmail.googleapis.com', path: '/gmail/v1/users/me/messages/send', task_id: 'task-7', max_scope: 'session',
+    });
+    const member = (await t.api.post('/v1/team-members', { email: 'linus@example.com', name: 'Linus' })).body;
+    const b = agent();
+    await b.go(new URL(member.sign_in_url).pathname);
+    const page = await b.go('/console/approvals');
+    expect(page.text).to.include(a.id);
+    expect(page.text).to.include('<option value="task">');
+    expect(page.text).to.not.include('<option value="permanent">');
+    expect((await b.go(`/console/approvals/${a.id}/decide`, { method: 'POST', form: { csrf: 'forged', decision: 'approve', scope: 'task' } })).status).to.equal(403);
+    expect((await t.api.get(`/v1/approvals/${a.id}`)).body.status).to.equal('pending');
+    const done = await b.go(`/console/approvals/${a.id}/decide`, { method: 'POST', form: { csrf: field(page.text, 'csrf'), decision: 'approve', scope: 'task' } });
+    expect(done.status).to.equal(303);
+    const decided = (await t.api.get(`/v1/approvals/${a.id}`)).body;
+    expect(decided).to.include({ status: 'approved', scope: 'task', decided_via: 'console' });
+    // The member is recorded (not part of the API's approval record, which keeps the spec's fields).
+    expect((await t.svc.db('approvals').where({ id: a.id }).first()).decided_by).to.equal(member.id);
+    expect(decided.grant_id).to.be.a('string');
+  });
+
+  it('a member of another developer sees none of these approvals and cannot decide them', async () => {
+    const a = await t.svc.approvals.requestApproval({ developerId: DEFAULT_DEVELOPER_ID, environmentId: envId, connector: 'gmail', category: 'send', method: 'POST', host: 'h', path: '/p', max_scope: 'once' });
+    const other = await t.otherDeveloper();
+    const m = (await other.post('/v1/team-members', { email: 'eve@example.com', name: 'Eve' })).body;
+    const b = agent();
+    await b.go(new URL(m.sign_in_url).pathname);
+    const page = await b.go('/console/approvals');
+    expect(page.text).to.not.include(a.id);
+    const r = await b.go(`/console/approvals/${a.id}/decide`, { method: 'POST', form: { csrf: field(page.text, 'csrf'), decision: 'deny' } });
+    expect(r.status).to.equal(404);
+    expect((await t.api.get(`/v1/approvals/${a.id}`)).body.status).to.equal('pending');
+  });
+});
