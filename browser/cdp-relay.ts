@@ -151,7 +151,11 @@ export function relayCdp(client: WebSocket, browserEndpoint: string, contextId: 
       return toClient(m);
     }
     if (m.sessionId !== undefined) {
-      if (sessions.has(m.sessionId)) toClient(m);
+      if (!sessions.has(m.sessionId)) return;
+      // A child of one of our sessions (an out-of-process iframe, a worker): ours too.
+      if (m.method === 'Target.attachedToTarget' && typeof m.params?.sessionId === 'string') sessions.add(m.params.sessionId);
+      if (m.method === 'Target.detachedFromTarget' && typeof m.params?.sessionId === 'string') sessions.delete(m.params.sessionId);
+      toClient(m);
       return;
     }
     const p = m.params ?? {};
