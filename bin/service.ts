@@ -518,7 +518,7 @@ export async function startService(config: Readonly<Config>, log: Logger, opts: 
   // The console (issue 15): team members and their sessions; pages under /console.
   const members = createMembersService({ db, clock });
   routers.push(teamMembersRouter({ members, baseUrl: () => publicBaseUrl }));
-  const consoleRoutes = consoleRouter({ members, approvals, secure: () => publicBaseUrl.startsWith('https:') });
+  const consoleRoutes = consoleRouter({ members, approvals, audit, secure: () => publicBaseUrl.startsWith('https:') });
   const app = createApp({ log, accounts, routers, consoleRouter: consoleRoutes, publicRouters: [decisionRouter({ approvals, accounts }), oauthCallbackRouter({ callback }), browserViewRouter({ leases })] });
 
   const apiServer = opts.api === false ? null : createServer(app);

@@ -2,6 +2,7 @@ import { randomBytes } from 'node:crypto';
 import express, { Router, type Request, type Response } from 'express';
 import type { MembersService, ConsoleSession } from '../../accounts/members.service.js';
 import type { ApprovalsService, Approval } from '../../approvals/approvals.service.js';
+import type { AuditService } from '../../audit/audit.service.js';
 import { ServiceError } from '../../lib/errors.js';
 import { constantTimeEqual } from '../../lib/crypto.js';
 
@@ -34,6 +35,7 @@ function cookies(req: Request): Record<string, string> {
 export interface ConsoleDeps {
   members: MembersService;
   approvals: ApprovalsService;
+  audit: AuditService;
   /** True when the public base URL is https (cookies are Secure then). */
   secure: () => boolean;
 }
@@ -58,6 +60,8 @@ export function consoleRouter(deps: ConsoleDeps): Router {
 <style nonce="${nonce}">
 body{margin:0;font:15px/1.45 system-ui,sans-serif;background:#f6f7f9;color:#1d2330}
 header{display:flex;align-items:center;gap:16px;padding:10px 24px;background:#1d2330;color:#fff}
+header nav a{color:#cfe0ff;margin-right:6px} table{border-collapse:collapse;width:100%;background:#fff;font-size:13px}
+td,th{border-bottom:1px solid #e5e8ee;padding:6px 8px;text-align:left;vertical-align:top} .ok{color:#1f8a4c} code{font-size:12px}
 header b{flex:1} header form{margin:0} a{color:#2456c7}
 main{max-width:880px;margin:24px auto;padding:0 16px}
 .card{background:#fff;border:1px solid #dde1e8;border-radius:10px;padding:16px 18px;margin:0 0 14px}
@@ -68,7 +72,7 @@ button.approve{background:#1f8a4c;border-color:#1f8a4c;color:#fff} button.deny{b
 label{display:block;margin:10px 0 4px} input,select{font:inherit;padding:6px 8px;border:1px solid #b8c0cc;border-radius:6px}
 .err{color:#b42318} .empty{color:#5b6476}
 </style></head><body>
-<header><b>Agent gateway console</b>${session ? `<span>${esc(session.member.name)} &lt;${esc(session.member.email)}&gt;</span><form method="post" action="/console/logout"><input type="hidden" name="csrf" value="${esc(session.csrf)}"><button type="submit">Sign out</button></form>` : ''}</header>
+<header><b>Agent gateway console</b>${session ? '<nav><a href="/console/approvals">Approvals</a> · <a href="/console/grants">Grants</a> · <a href="/console/audit">Audit log</a></nav>' : ''}${session ? `<span>${esc(session.member.name)} &lt;${esc(session.member.email)}&gt;</span><form method="post" action="/console/logout"><input type="hidden" name="csrf" value="${esc(session.csrf)}"><button type="submit">Sign out</button></form>` : ''}</header>
 <main>${body}</main>${script ? `<script nonce="${nonce}">${script}</script>` : ''}</body></html>`);
   }
 
@@ -191,6 +195,46 @@ ${scopeChooser(a)}<button type="submit" name="decision" value="approve" class="a
       throw err;
     }
     res.redirect(303, '/console/approvals');
+  });
+
+  r.get('/grants', async (req, res) => {
+    const s = await sessionOf(req);
+    if (!s) return res.redirect(303, '/console/login');
+    const grants = await deps.approvals.listGrants(s.session.developerId, { limit: 200, after: null });
+    const rows = grants.map((g) => `<tr><td><code>${esc(g.environment_id)}</code></td><td>${esc(g.connector)}</td><td>${esc(g.category)}</td><td>${esc(g.scope)}${g.task_id ? ` (task ${esc(g.task_id)})` : ''}${g.session_id ? ` (session ${esc(g.session_id)})` : ''}</td><td>${esc(g.expires_at ?? 'never')}</td><td>${esc(g.created_at)}</td>
+<td><form method="post" action="/console/grants/${esc(g.id)}/revoke"><input type="hidden" name="csrf" value="${esc(s.session.csrf)}"><button type="submit" class="deny">Revoke</button></form></td></tr>`).join('');
+    page(res, 200, 'Grants', `<h1>Grants in effect</h1>${grants.length ? `<table><tr><th>Environment</th><th>Connector</th><th>Category</th><th>Scope</th><th>Expires</th><th>Granted</th><th></th></tr>${rows}</table>` : '<p class="empty">No grant is in effect.</p>'}`, s.session);
+  });
+
+  r.post('/grants/:id/revoke', async (req, res) => {
+    const s = await sessionOf(req);
+    if (!s) return res.redirect(303, '/console/login');
+    if (!csrfOk(req, s.session)) return page(res, 403, 'Forbidden', '<div class="card"><p class="err">The form expired; please reload the page.</p></div>', s.session);
+    try {
+      await deps.approvals.revokeGrant(s.session.developerId, req.params.id!);
+    } catch (err) {
+      if (err instanceof ServiceError) return page(res, err.status, 'Not revoked', `<div class="card"><p class="err">${esc(err.message)}</p></div>`, s.session);
+      throw err;
+    }
+    res.redirect(303, '/console/grants');
+  });
+
+  r.get('/audit', async (req, res) => {
+    const s = await sessionOf(req);
+    if (!s) return res.redirect(303, '/console/login');
+    const q = (k: string): string | undefined => (typeof req.query[k] === 'string' && req.query[k] !== '' ? String(req.query[k]).slice(0, 200) : undefined);
+    const decision = q('decision');
+    const filters = { environment_id: q('environment_id'), connector: q('connector'), decision: decision && ['allow', 'deny', 'ask'].includes(decision) ? (decision as 'allow') : undefined };
+    const [entries, verify] = await Promise.all([
+      deps.audit.list(s.session.developerId, { ...filters, limit: 200, after: null }),
+      deps.audit.verify(s.session.developerId),
+    ]);
+    const rows = entries.map((e) => `<tr><td>${esc(e.created_at)}</td><td><code>${esc(e.environment_id)}</code></td><td>${esc(e.method)} ${esc(e.host)}${esc(e.path)}</td><td>${esc(e.connector ?? '')}</td><td>${esc(e.category ?? '')}</td><td>${esc(e.decision)}</td><td>${esc(e.reason)}</td><td>${esc(e.status)}</td></tr>`).join('');
+    const opt = (v: string) => `<option value="${v}"${filters.decision === v ? ' selected' : ''}>${v || 'any decision'}</option>`;
+    page(res, 200, 'Audit log', `<h1>Audit log</h1>
+<p class="${verify.ok ? 'ok' : 'err'}" id="verify">Chain verification: ${verify.ok ? `intact (${verify.checked} entries checked)` : `BROKEN at ${esc(verify.first_broken_id)} (after ${verify.checked} entries)`}</p>
+<form method="get" action="/console/audit" class="row"><input name="environment_id" placeholder="environment id" value="${esc(filters.environment_id ?? '')}"><input name="connector" placeholder="connector" value="${esc(filters.connector ?? '')}"><select name="decision">${['', 'allow', 'deny', 'ask'].map(opt).join('')}</select><button type="submit">Filter</button></form>
+${entries.length ? `<table><tr><th>Time</th><th>Environment</th><th>Request</th><th>Connector</th><th>Category</th><th>Decision</th><th>Reason</th><th>Status</th></tr>${rows}</table>` : '<p class="empty">No entry matches.</p>'}`, s.session);
   });
 
   return r;

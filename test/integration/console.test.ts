@@ -141,4 +141,38 @@ describe('console: members, sessions, CSRF, approvals', function () {
     expect(r.status).to.equal(404);
     expect((await t.api.get(`/v1/approvals/${a.id}`)).body.status).to.equal('pending');
   });
+
+  it('grants page lists what is in effect and revokes with CSRF; the audit page filters and shows the chain verification', async () => {
+    const member = (await t.api.post('/v1/team-members', { email: 'rev@example.com', name: 'Reviewer' })).body;
+    const b = agent();
+    await b.go(new URL(member.sign_in_url).pathname);
+    const grants = (await t.api.get('/v1/grants')).body.data;
+    expect(grants.length).to.be.greaterThan(0);
+    const g = grants[0];
+    const page = await b.go('/console/grants');
+    expect(page.status).to.equal(200);
+    expect(page.text).to.include(`/console/grants/${g.id}/revoke`);
+    expect((await b.go(`/console/grants/${g.id}/revoke`, { method: 'POST', form: { csrf: 'forged' } })).status).to.equal(403);
+    expect((await b.go(`/console/grants/${g.id}/revoke`, { method: 'POST', form: { csrf: field(page.text, 'csrf') } })).status).to.equal(303);
+    expect((await t.api.get('/v1/grants')).body.data.map((x: any) => x.id)).to.not.include(g.id);
+
+    for (const [i, decision] of (['allow', 'deny', 'allow'] as const).entries()) {
+      await t.svc.audit.record({
+        developer_id: DEFAULT_DEVELOPER_ID, environment_id: envId, method: 'GET', host: 'api.example.com', path: `/console-audit/${i}`,
+        connector: i === 1 ? 'slack' : 'gmail', category: 'read', credential: 'connection', decision, reason: decision === 'deny' ? 'policy_denied' : 'rule',
+        matched_rules: [0], approval_id: null, grant_id: null, status: decision === 'deny' ? 403 : 200, upstream_status: null, bytes_in: 0, bytes_out: 0, duration_ms: 1,
+      });
+    }
+    const all = await b.go('/console/audit');
+    expect(all.text).to.match(/Chain verification: intact \(\d+ entries checked\)/);
+    expect(all.text).to.include('/console-audit/0');
+    const denied = await b.go('/console/audit?decision=deny');
+    expect(denied.text).to.include('/console-audit/1');
+    expect(denied.text).to.not.include('/console-audit/0');
+    const slack = await b.go('/console/audit?connector=slack');
+    expect(slack.text).to.include('/console-audit/1');
+    expect(slack.text).to.not.include('/console-audit/2');
+    // Pages are escaped: a path is text, never markup.
+    expect(all.text).to.not.match(/<script(?! nonce)/);
+  });
 });
