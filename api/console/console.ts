@@ -27,7 +27,12 @@ function cookies(req: Request): Record<string, string> {
   const out: Record<string, string> = {};
   for (const part of String(req.headers.cookie ?? '').split(';')) {
     const i = part.indexOf('=');
-    if (i > 0) out[part.slice(0, i).trim()] = decodeURIComponent(part.slice(i + 1).trim());
+    if (i <= 0) continue;
+    try {
+      out[part.slice(0, i).trim()] = decodeURIComponent(part.slice(i + 1).trim());
+    } catch {
+      // Not percent-encoding: not one of ours (a malformed cookie is never a 500).
+    }
   }
   return out;
 }

@@ -56,7 +56,10 @@ export function errorHandler(log: Logger) {
       res.status(400).json({ error: 'invalid_request', message: 'the request could not be read' });
       return;
     }
-    log.error({ err, method: req.method, path: req.path }, 'unhandled error in request');
+    // The route's pattern when one matched (`/console/sign-in/:token`), never the concrete
+    // path: one-time tokens (sign-in links, viewer URLs) travel in paths.
+    const path = req.route ? `${req.baseUrl}${String(req.route.path)}` : req.path;
+    log.error({ err, method: req.method, path }, 'unhandled error in request');
     res.status(500).json({ error: 'internal_error', message: 'internal error' });
   };
 }

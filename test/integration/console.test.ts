@@ -175,4 +175,10 @@ describe('console: members, sessions, CSRF, approvals', function () {
     // Pages are escaped: a path is text, never markup.
     expect(all.text).to.not.match(/<script(?! nonce)/);
   });
+
+  it('regression: a malformed cookie (not percent-encoding) is no 500, just signed out', async () => {
+    const r = await fetch(`${t.url}/console/approvals`, { headers: { cookie: 'gw_console=%E0%A4%A; other=%' }, redirect: 'manual' });
+    expect(r.status).to.equal(303);
+    expect(r.headers.get('location')).to.equal('/console/login');
+  });
 });
