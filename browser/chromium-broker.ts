@@ -128,11 +128,6 @@ export class ChromiumBroker implements BrowserBroker {
     return this.#contextIds.get(leaseId) ?? null;
   }
 
-  /** Starts the browser ahead of the first lease (a warm pool of one). */
-  async warm(): Promise<void> {
-    await this.#ensure();
-  }
-
   /**
    * A fresh context for the lease, with no page yet (a page is a renderer process, ~120 ms
    * here; a context ~10 ms): the agent opens its pages, and a takeover opens one if there

@@ -10,6 +10,7 @@ import { enqueueEvent } from '../webhooks/outbox.js';
 import type { EnvironmentRow } from './environments.store.js';
 import { eventsStore } from './events.store.js';
 import { agentSettingsOf } from './environments.service.js';
+import type { ScheduleRow } from './schedules.service.js';
 
 /**
  * What the agent may do from inside its VM, through /run/service/control.sock (service.md,
@@ -32,22 +33,6 @@ export interface AgentPeer {
   pid: number;
   /** The process's start time (/proc/<pid>/stat field 22): a reused pid is another process. */
   start: string;
-}
-
-interface ScheduleRow {
-  id: string;
-  environment_id: string;
-  developer_id: string;
-  schedule_key: string;
-  cron: string | null;
-  tz: string | null;
-  at: number | null;
-  source: string;
-  next_run_at: number | null;
-  command: string | null;
-  last_fired_at: number | null;
-  created_at: number;
-  updated_at: number;
 }
 
 export interface KeepAwakeRow {

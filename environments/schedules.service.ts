@@ -7,7 +7,7 @@ import { applyKeysetAfter } from '../store/keyset.js';
 import { environmentsStore } from './environments.store.js';
 import { eventsStore } from './events.store.js';
 
-interface ScheduleRow {
+export interface ScheduleRow {
   id: string;
   environment_id: string;
   developer_id: string;
@@ -17,6 +17,9 @@ interface ScheduleRow {
   at: number | null;
   source: string;
   next_run_at: number | null;
+  /** The handler an agent registered (JSON argv), and when it last fired (environments/agent.service.ts). */
+  command?: string | null;
+  last_fired_at?: number | null;
   created_at: number;
   updated_at: number;
 }

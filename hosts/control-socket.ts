@@ -1,6 +1,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
 import { peerOf, type Peer } from './peer.js';
+import type { ControlAnswer } from '../environments/agent.service.js';
 
 /**
  * The agent's control socket, `/run/service/control.sock` (service.md, Agent control
@@ -19,11 +20,6 @@ import { peerOf, type Peer } from './peer.js';
  *
  * Refusals are `{error, message}` (docs/environments.md lists the codes).
  */
-export interface ControlAnswer {
-  status: number;
-  body: unknown;
-}
-
 export interface ControlPorts {
   connections(environmentId: string): Promise<Array<{ connector: string; connection_id: string; token: string }>>;
   listSchedules?(environmentId: string): Promise<ControlAnswer>;
