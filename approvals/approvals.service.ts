@@ -5,7 +5,7 @@ import { iso } from '../lib/clock.js';
 import { newId } from '../lib/ids.js';
 import { ServiceError, notFound } from '../lib/errors.js';
 import type { Logger } from '../lib/log.js';
-import { isScope, isWiderThan, type Category, type GrantLike, type Scope } from '../policy-engine/index.js';
+import { isScope, isWiderThan, type Category, type GrantLike, type RequestDetails, type Scope } from '../policy-engine/index.js';
 import { enqueueEvent } from '../webhooks/outbox.js';
 import { checkSignature, DEFAULT_TOLERANCE_SECS, parseSignatureHeader } from '../webhooks/signing.js';
 import { signatureDigest, usedSignaturesStore } from './used-signatures.store.js';
@@ -72,6 +72,17 @@ export interface RequestApprovalInput {
   task_id?: string | null;
   session_id?: string | null;
   max_scope: Scope;
+  /**
+   * What the request would do, decoded for the console's card (policy-engine
+   * describeRequest). Kept off the API record and the webhook, which carry the spec's
+   * fields; the caller builds it from the agent's request, never from a swapped one.
+   */
+  details?: RequestDetails | null;
+}
+
+/** An approval as the console's card shows it: the API record and the decoded details. */
+export interface ApprovalCard extends Approval {
+  details: RequestDetails | null;
 }
 
 export interface DecisionOutcome {
@@ -110,6 +121,16 @@ export function toApproval(r: ApprovalRow, nowMs: number): Approval {
     created_at: iso(r.created_at)!,
     grant_id: r.grant_id ?? null,
   };
+}
+
+function parseDetails(raw: string | null | undefined): RequestDetails | null {
+  if (!raw) return null;
+  try {
+    const v = JSON.parse(raw) as RequestDetails;
+    return v && typeof v === 'object' && Array.isArray(v.fields) ? v : null;
+  } catch {
+    return null;
+  }
 }
 
 export function toGrant(r: GrantRow): Grant {
@@ -219,6 +240,7 @@ export function createApprovalsService(deps: ApprovalsDeps) {
       host: input.host,
       path: input.path,
       summary: summaryOf(input.method, input.host, input.path),
+      details: input.details ? JSON.stringify(input.details) : null,
       task_id: tag(input.task_id, 'task_id'),
       session_id: tag(input.session_id, 'session_id'),
       max_scope: input.max_scope,
@@ -265,6 +287,13 @@ export function createApprovalsService(deps: ApprovalsDeps) {
     const now = clock.nowMs();
     const rows = await approvalsStore.list(db, developerId, { ...opts, nowMs: now });
     return rows.map((r) => toApproval(r, now));
+  }
+
+  /** list() with each approval's decoded details (the console's cards). */
+  async function listCards(developerId: string, opts: { status?: ApprovalStatus; environmentId?: string; limit: number; after: string | null }): Promise<ApprovalCard[]> {
+    const now = clock.nowMs();
+    const rows = await approvalsStore.list(db, developerId, { ...opts, nowMs: now });
+    return rows.map((r) => ({ ...toApproval(r, now), details: parseDetails(r.details) }));
   }
 
   /**
@@ -611,7 +640,7 @@ export function createApprovalsService(deps: ApprovalsDeps) {
   }
 
   return {
-    requestApproval, get, list, decide, expireDue, pruneUsedSignatures, waitForDecision,
+    requestApproval, get, list, listCards, decide, expireDue, pruneUsedSignatures, waitForDecision,
     listGrants, revokeGrant, grantsInEffect, close,
   };
 }

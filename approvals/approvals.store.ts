@@ -23,6 +23,8 @@ export interface ApprovalRow {
   decided_via: DecidedVia | null;
   /** The team member who decided in the console (issue 15). */
   decided_by?: string | null;
+  /** JSON of the request's decoded details for the console (policy-engine describeRequest), or null. */
+  details?: string | null;
   decided_at: number | null;
   grant_id: string | null;
   expires_at: number;

@@ -518,7 +518,13 @@ export async function startService(config: Readonly<Config>, log: Logger, opts: 
   // The console (issue 15): team members and their sessions; pages under /console.
   const members = createMembersService({ db, clock });
   routers.push(teamMembersRouter({ members, baseUrl: () => publicBaseUrl }));
-  const consoleRoutes = consoleRouter({ members, approvals, audit, secure: () => publicBaseUrl.startsWith('https:') });
+  const consoleRoutes = consoleRouter({
+    members, approvals, audit,
+    endUserOf: async (developerId, environmentId) => (await environments.get(developerId, environmentId).catch((err) => {
+      if ((err as { status?: number }).status === 404) return null;
+      throw err;
+    }))?.end_user_id ?? null,
+    secure: () => publicBaseUrl.startsWith('https:') });
   const app = createApp({ log, accounts, routers, consoleRouter: consoleRoutes, publicRouters: [decisionRouter({ approvals, accounts }), oauthCallbackRouter({ callback }), browserViewRouter({ leases })] });
 
   const apiServer = opts.api === false ? null : createServer(app);

@@ -3,6 +3,7 @@ import { PassThrough, Transform, type Duplex, type Readable } from 'node:stream'
 import { createBrotliDecompress, createGunzip, createInflate } from 'node:zlib';
 import type { Dispatcher } from 'undici';
 import { classify, credentialMintingRule, needsBody } from '../policy-engine/classify/index.js';
+import { describeRequest, type RequestDetails } from '../policy-engine/describe.js';
 import type { Logger } from '../lib/log.js';
 import type { AuditEntryInput } from '../audit/entry.js';
 import type { Upstream } from './upstream.js';
@@ -50,7 +51,11 @@ export interface GatewayPorts {
   decide(id: Identity, req: { connector: string; category: string; task_id?: string; session_id?: string; infrastructure: boolean }): Promise<PolicyDecision>;
   requestApproval(
     id: Identity,
-    req: { connector: string; category: string; method: string; host: string; path: string; task_id?: string; session_id?: string; max_scope: string },
+    req: {
+      connector: string; category: string; method: string; host: string; path: string; task_id?: string; session_id?: string; max_scope: string;
+      /** What the request would do, for the console's card (built from the agent's bytes, placeholders hidden). */
+      details?: RequestDetails | null;
+    },
   ): Promise<{ id: string }>;
   waitForDecision(approvalId: string, signal: AbortSignal): Promise<ApprovalOutcome>;
   /**
@@ -510,6 +515,8 @@ class Exchange {
   readonly hasBody: boolean;
   body: Buffer | null = null;
   bodyComplete: boolean;
+  /** This environment's placeholders and stand-ins (hidden from an approval card's details). */
+  tokens: ReadonlyMap<string, Credential> = new Map();
   rest: Readable | undefined = undefined;
   /** Set when a real value was swapped in: the answer is redacted of it. */
   redactor: StreamRedactor | null = null;
@@ -593,6 +600,7 @@ class Exchange {
       if (!pre.ok) return this.refuse(refusal(pre.code, pre.reason));
 
       const creds = await s.ports.credentials(id);
+      this.tokens = creds.byToken;
       const wantBody = this.hasBody && ((creds.byToken.size > 0 && textual(this.contentType)) || needsBody({ method, host: target.host, path: url, headers: req.headers }));
       if (wantBody) {
         const r = await readUpTo(req, s.scanLimit);
@@ -754,11 +762,21 @@ class Exchange {
   async hold(c: Credential, category: string, maxScope: string): Promise<Stop | null> {
     const { s, entry, target, id, res } = this;
     let approvalId: string;
+    // The body here is the agent's own (held requests are classified before any swap).
+    let details: RequestDetails | null = null;
+    try {
+      details = describeRequest(
+        { method: this.method, host: target.host, path: this.url, headers: this.req.headers, body: this.body ?? undefined },
+        { hide: [...this.tokens.keys()] },
+      );
+    } catch (err) {
+      s.log.warn({ err }, 'approval details could not be decoded');
+    }
     try {
       approvalId = (
         await s.ports.requestApproval(id, {
           connector: c.connector, category, method: this.method, host: target.host, path: pathOnly(this.url), task_id: this.taskId,
-          session_id: this.sessionId, max_scope: maxScope,
+          session_id: this.sessionId, max_scope: maxScope, details,
         })
       ).id;
     } catch (err) {

@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import express, { Router, type Request, type Response } from 'express';
 import type { MembersService, ConsoleSession } from '../../accounts/members.service.js';
-import type { ApprovalsService, Approval } from '../../approvals/approvals.service.js';
+import type { ApprovalsService, ApprovalCard } from '../../approvals/approvals.service.js';
 import type { AuditService } from '../../audit/audit.service.js';
 import { ServiceError } from '../../lib/errors.js';
 import { constantTimeEqual } from '../../lib/crypto.js';
@@ -12,10 +12,12 @@ import { constantTimeEqual } from '../../lib/crypto.js';
  * carries the session's CSRF token (the login form a double-submit one); a strict CSP with
  * a per-response nonce, no third-party assets. Members see only their developer's data.
  *
- * Today: sign in (password or one-time link), sign out, and the approvals page (pending
- * approvals, updated live over server-sent events, approve with a scope up to max_scope, or
- * deny; the decision goes through the approvals service as `decided_via: console` with the
- * member). Grants and the audit log pages are next.
+ * Pages: sign in (password or one-time link), sign out; approvals (pending approvals,
+ * updated live over server-sent events, each card with its end user and the decoded request
+ * (To/Cc/Subject of a mail, channel and text of a Slack post, guests of an event, amount of
+ * a payment); approve with a scope up to max_scope, or deny; the decision goes through the
+ * approvals service as `decided_via: console` with the member); grants (list, revoke); the
+ * audit log (filters, chain verification).
  */
 const COOKIE = 'gw_console';
 const LOGIN_CSRF = 'gw_login_csrf';
@@ -41,6 +43,8 @@ export interface ConsoleDeps {
   members: MembersService;
   approvals: ApprovalsService;
   audit: AuditService;
+  /** The end user an environment belongs to (shown on approval cards); null when it is gone. */
+  endUserOf: (developerId: string, environmentId: string) => Promise<string | null>;
   /** True when the public base URL is https (cookies are Secure then). */
   secure: () => boolean;
 }
@@ -75,7 +79,10 @@ main{max-width:880px;margin:24px auto;padding:0 16px}
 button{font:inherit;padding:6px 14px;border-radius:6px;border:1px solid #b8c0cc;background:#fff;cursor:pointer}
 button.approve{background:#1f8a4c;border-color:#1f8a4c;color:#fff} button.deny{background:#b42318;border-color:#b42318;color:#fff}
 label{display:block;margin:10px 0 4px} input,select{font:inherit;padding:6px 8px;border:1px solid #b8c0cc;border-radius:6px}
-.err{color:#b42318} .empty{color:#5b6476}
+.err{color:#b42318} .empty{color:#5b6476} .cat{font-weight:600;text-transform:uppercase;font-size:12px;letter-spacing:.04em}
+dl.details{display:grid;grid-template-columns:max-content 1fr;gap:4px 14px;margin:0 0 12px;padding:10px 12px;background:#f6f7f9;border-radius:8px}
+dl.details dt{color:#5b6476;font-size:13px} dl.details dd{margin:0;white-space:pre-wrap;overflow-wrap:anywhere}
+.warn{color:#8a5a00;background:#fff6e0;border-radius:6px;padding:6px 10px}
 </style></head><body>
 <header><b>Agent gateway console</b>${session ? '<nav><a href="/console/approvals">Approvals</a> · <a href="/console/grants">Grants</a> · <a href="/console/audit">Audit log</a></nav>' : ''}${session ? `<span>${esc(session.member.name)} &lt;${esc(session.member.email)}&gt;</span><form method="post" action="/console/logout"><input type="hidden" name="csrf" value="${esc(session.csrf)}"><button type="submit">Sign out</button></form>` : ''}</header>
 <main>${body}</main>${script ? `<script nonce="${nonce}">${script}</script>` : ''}</body></html>`);
@@ -136,17 +143,26 @@ label{display:block;margin:10px 0 4px} input,select{font:inherit;padding:6px 8px
     res.redirect(303, '/console/login');
   });
 
-  function scopeChooser(a: Approval): string {
+  function scopeChooser(a: ApprovalCard): string {
     const max = SCOPE_ORDER.indexOf(a.max_scope);
     const allowed = SCOPE_ORDER.filter((s, i) => i <= max && (s !== 'task' || a.task_id) && (s !== 'session' || a.session_id));
     const label: Record<string, string> = { once: 'This request only', task: 'This task', session: 'This session', time_limited: 'For one hour', permanent: 'Always' };
     return `<select name="scope" aria-label="Scope">${allowed.map((s) => `<option value="${s}">${label[s]}</option>`).join('')}</select>`;
   }
 
-  function card(a: Approval, csrf: string): string {
+  /** The decoded request (policy-engine describeRequest): every value is text, never markup. */
+  function details(a: ApprovalCard): string {
+    const d = a.details;
+    if (!d) return '';
+    const rows = d.fields.map((f) => `<dt>${esc(f.label)}</dt><dd>${esc(f.value)}</dd>`).join('');
+    const warn = d.unreadable ? `<p class="warn">Could not show the content: ${esc(d.unreadable)}. Approve only if you expect this request.</p>` : '';
+    return `${rows ? `<dl class="details">${rows}</dl>` : ''}${warn}`;
+  }
+
+  function card(a: ApprovalCard, endUser: string | null, csrf: string): string {
     return `<div class="card" data-approval="${esc(a.id)}">
-<div class="meta">${esc(a.connector)} · ${esc(a.category)} · environment ${esc(a.environment_id)}${a.task_id ? ` · task ${esc(a.task_id)}` : ''} · expires ${esc(a.expires_at)}</div>
-<div class="summary">${esc(a.summary)}</div>
+<div class="meta">${esc(a.connector)} · <span class="cat">${esc(a.category)}</span> · end user <b>${esc(endUser ?? '(environment deleted)')}</b> · environment <code>${esc(a.environment_id)}</code>${a.task_id ? ` · task ${esc(a.task_id)}` : ''}${a.session_id ? ` · session ${esc(a.session_id)}` : ''} · expires ${esc(a.expires_at)}</div>
+<div class="summary">${esc(a.summary)}</div>${details(a)}
 <form method="post" action="/console/approvals/${esc(a.id)}/decide" class="row"><input type="hidden" name="csrf" value="${esc(csrf)}">
 ${scopeChooser(a)}<button type="submit" name="decision" value="approve" class="approve">Approve</button>
 <button type="submit" name="decision" value="deny" class="deny">Deny</button></form></div>`;
@@ -155,8 +171,10 @@ ${scopeChooser(a)}<button type="submit" name="decision" value="approve" class="a
   r.get('/approvals', async (req, res) => {
     const s = await sessionOf(req);
     if (!s) return res.redirect(303, '/console/login');
-    const pending = await approvals.list(s.session.developerId, { status: 'pending', limit: 200, after: null });
-    const body = `<h1>Pending approvals</h1>${pending.length ? pending.map((a) => card(a, s.session.csrf)).join('') : '<p class="empty" id="none">Nothing waits for a decision.</p>'}`;
+    const pending = await approvals.listCards(s.session.developerId, { status: 'pending', limit: 200, after: null });
+    const users = new Map<string, string | null>();
+    for (const a of pending) if (!users.has(a.environment_id)) users.set(a.environment_id, await deps.endUserOf(s.session.developerId, a.environment_id));
+    const body = `<h1>Pending approvals</h1>${pending.length ? pending.map((a) => card(a, users.get(a.environment_id) ?? null, s.session.csrf)).join('') : '<p class="empty" id="none">Nothing waits for a decision.</p>'}`;
     // Live: the page reloads when the set of pending approvals changes (server-sent events).
     page(res, 200, 'Approvals', body, s.session, `new EventSource('/console/approvals/stream').addEventListener('changed', () => location.reload());`);
   });

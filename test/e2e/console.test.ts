@@ -30,7 +30,7 @@ describe('console in Chromium: a held request approved by a team member', functi
     up = await startFakeUpstream();
     dir = mkdtempSync(join(tmpdir(), 'gw-console-'));
     writeFileSync(join(dir, 'ca.pem'), up.ca.certPem);
-    t = await startTestService({ GATEWAY_UPSTREAM_OVERRIDES: `api.stripe.com=127.0.0.1:${up.port}`, GATEWAY_UPSTREAM_CA_FILE: join(dir, 'ca.pem') });
+    t = await startTestService({ GATEWAY_UPSTREAM_OVERRIDES: `api.stripe.com=127.0.0.1:${up.port},gmail.googleapis.com=127.0.0.1:${up.port}`, GATEWAY_UPSTREAM_CA_FILE: join(dir, 'ca.pem') });
     browser = await chromium.launch({ executablePath: CHROMIUM, headless: true, args: ['--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update', '--no-first-run'] });
     mkdirSync(ARTIFACTS, { recursive: true });
   });
@@ -43,11 +43,16 @@ describe('console in Chromium: a held request approved by a team member', functi
 
   it('sign in → the held payment appears live → approve for this task → the agent\'s request completes', async () => {
     const env = (await t.api.post('/v1/environments', {
-      end_user_id: 'console-e2e', egress_allow: ['api.stripe.com'],
-      secrets: { STRIPE_KEY: { value: 'sk_live_real_value_never_shown', allowed_hosts: ['api.stripe.com'] } },
+      end_user_id: 'console-e2e', egress_allow: ['api.stripe.com', 'gmail.googleapis.com'],
+      secrets: {
+        STRIPE_KEY: { value: 'sk_live_real_value_never_shown', allowed_hosts: ['api.stripe.com'] },
+        GMAIL_TOKEN: { value: 'ya29.real_gmail_token_never_shown', allowed_hosts: ['gmail.googleapis.com'] },
+      },
     })).body;
     const gw = (await t.api.get(`/v1/environments/${env.id}/gateway`)).body;
-    const placeholder = (await t.api.get(`/v1/environments/${env.id}/secrets`)).body.data[0].placeholder;
+    const secrets = (await t.api.get(`/v1/environments/${env.id}/secrets`)).body.data;
+    const placeholder = secrets.find((x: any) => x.name === 'STRIPE_KEY').placeholder;
+    const gmailPlaceholder = secrets.find((x: any) => x.name === 'GMAIL_TOKEN').placeholder;
     await t.api.post('/v1/team-members', { email: 'ops@example.com', name: 'Ops Reviewer', password: 'a long enough password' });
 
     const page = await browser.newPage({ viewport: { width: 1100, height: 800 } });
@@ -69,11 +74,25 @@ describe('console in Chromium: a held request approved by a team member', functi
     });
     await page.waitForSelector('[data-approval]', { timeout: 20_000 });
     expect(await page.textContent('[data-approval] .summary')).to.equal('POST api.stripe.com /v1/charges');
-    await page.screenshot({ path: join(ARTIFACTS, 'console-approvals-pending.png') });
+    expect(await page.textContent('[data-approval] dl.details')).to.include('20.00 USD');
+    // A second one: the agent sends a mail; its card shows the decoded recipients and subject.
+    const raw = Buffer.from('To: Finance Team <finance@example.com>\r\nCc: cfo@example.com\r\nSubject: =?UTF-8?Q?Q4_payroll_=E2=80=94_please_approve?=\r\n\r\nAttached.').toString('base64url');
+    const mail = request('https://gmail.googleapis.com/gmail/v1/users/me/messages/send', {
+      dispatcher, method: 'POST', body: JSON.stringify({ raw }), headers: { authorization: `Bearer ${gmailPlaceholder}`, 'content-type': 'application/json', 'x-service-task-id': 'task-42' },
+    });
+    await page.waitForFunction(() => document.querySelectorAll('[data-approval]').length === 2, undefined, { timeout: 20_000 });
+    const mailCard = page.locator('[data-approval]', { hasText: 'gmail.googleapis.com' });
+    expect(await mailCard.locator('dl.details').textContent()).to.include('finance@example.com').and.include('Q4 payroll — please approve');
+    await page.screenshot({ path: join(ARTIFACTS, 'console-approvals-pending.png'), fullPage: true });
     expect(up.seen).to.have.length(0);
 
-    await page.selectOption('select[name=scope]', 'task');
-    await Promise.all([page.waitForURL(/\/console\/approvals$/), page.click('button.approve')]);
+    await Promise.all([page.waitForURL(/\/console\/approvals$/), mailCard.locator('button.deny').click()]);
+    const denied = await mail;
+    expect(denied.statusCode).to.equal(403);
+    await denied.body.text();
+    const payCard = page.locator('[data-approval]', { hasText: 'api.stripe.com' });
+    await payCard.locator('select[name=scope]').selectOption('task');
+    await Promise.all([page.waitForURL(/\/console\/approvals$/), payCard.locator('button.approve').click()]);
     const r = await held;
     expect(r.statusCode).to.equal(200);
     await r.body.text();

@@ -1,4 +1,10 @@
 import { expect } from 'chai';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { request } from 'undici';
+import { startFakeUpstream, type FakeUpstream } from '../helpers/upstream.js';
+import { proxyAgent } from '../helpers/proxy-client.js';
 import { startTestService, type TestService } from '../helpers/service.js';
 import { DEFAULT_DEVELOPER_ID } from '../../accounts/accounts.service.js';
 
@@ -182,3 +188,84 @@ describe('console: members, sessions, CSRF, approvals', function () {
     expect(r.headers.get('location')).to.equal('/console/login');
   });
 });
+
+/**
+ * The approval card's decoded details (issue 15, item 2) through the real gateway: the
+ * agent's Gmail send is held, and the card shows its To/Cc/Subject. The agent is the
+ * attacker: markup in the subject stays text, its placeholder never shows, and the API
+ * record keeps to the spec's fields.
+ */
+describe('console: approval cards show what a held request would do', function () {
+  this.timeout(30_000);
+  let t: TestService;
+  let up: FakeUpstream;
+  let dir: string;
+
+  before(async () => {
+    up = await startFakeUpstream();
+    dir = mkdtempSync(join(tmpdir(), 'gw-console-cards-'));
+    writeFileSync(join(dir, 'ca.pem'), up.ca.certPem);
+    t = await startTestService({ GATEWAY_UPSTREAM_OVERRIDES: `gmail.googleapis.com=127.0.0.1:${up.port}`, GATEWAY_UPSTREAM_CA_FILE: join(dir, 'ca.pem') });
+  });
+  after(async () => {
+    await t?.close();
+    await up?.close();
+    if (dir) rmSync(dir, { recursive: true, force: true });
+  });
+
+  it('a held Gmail send: To, Cc and Subject decoded, markup escaped, the placeholder hidden, nothing new in the API record', async () => {
+    const env = (await t.api.post('/v1/environments', {
+      end_user_id: 'card-user', egress_allow: ['gmail.googleapis.com'],
+      secrets: { GMAIL_TOKEN: { value: 'ya29.real-token-never-shown', allowed_hosts: ['gmail.googleapis.com'] } },
+    })).body;
+    const gw = (await t.api.get(`/v1/environments/${env.id}/gateway`)).body;
+    const placeholder: string = (await t.api.get(`/v1/environments/${env.id}/secrets`)).body.data[0].placeholder;
+    const message = [
+      'To: Finance <finance@example.com>',
+      'Cc: =?UTF-8?B?w4lsb2TDrWU=?= <elodie@example.com>',
+      `Subject: <img src=x onerror=alert(1)> payroll ${placeholder}`,
+      '',
+      'see attached',
+    ].join('\r\n');
+    const dispatcher = proxyAgent(gw);
+    const held = request('https://gmail.googleapis.com/gmail/v1/users/me/messages/send', {
+      dispatcher, method: 'POST', body: JSON.stringify({ raw: Buffer.from(message).toString('base64url') }),
+      headers: { authorization: `Bearer ${placeholder}`, 'content-type': 'application/json' },
+    });
+    let approval: any;
+    for (let i = 0; i < 200 && !approval; i++) {
+      approval = (await t.api.get('/v1/approvals?status=pending')).body.data.find((a: any) => a.environment_id === env.id);
+      if (!approval) await new Promise((r) => setTimeout(r, 25));
+    }
+    expect(approval, 'the send is held').to.be.an('object');
+    expect(approval).to.not.have.property('details');
+
+    const member = (await t.api.post('/v1/team-members', { email: 'cards@example.com', name: 'Cards' })).body;
+    const jar = await signInCookie(t.url, member.sign_in_url);
+    const html = await (await fetch(`${t.url}/console/approvals`, { headers: { cookie: jar } })).text();
+    const cardHtml = html.slice(html.indexOf(`data-approval="${approval.id}"`));
+    expect(cardHtml).to.include('<dt>To</dt><dd>Finance &lt;finance@example.com&gt;</dd>');
+    expect(cardHtml).to.include('<dt>Cc</dt><dd>Élodíe &lt;elodie@example.com&gt;</dd>');
+    expect(cardHtml).to.include('<dt>Subject</dt><dd>&lt;img src=x onerror=alert(1)&gt; payroll [credential]</dd>');
+    expect(cardHtml).to.include('end user <b>card-user</b>');
+    expect(html).to.not.include('<img');
+    expect(html).to.not.include(placeholder);
+    expect(html).to.not.include('ya29.real-token-never-shown');
+    const row = await t.svc.db('approvals').where({ id: approval.id }).first();
+    expect(row.details).to.not.include(placeholder);
+
+    expect((await t.api.post(`/v1/approvals/${approval.id}/decision`, { decision: 'deny' })).status).to.equal(200);
+    const r = await held;
+    expect(r.statusCode).to.equal(403);
+    await r.body.text();
+    expect(up.seen).to.have.length(0);
+    await dispatcher.close();
+  });
+});
+
+/** Follows a one-time sign-in link; returns the session cookie pair. */
+async function signInCookie(base: string, signInUrl: string): Promise<string> {
+  const res = await fetch(`${base}${new URL(signInUrl).pathname}`, { redirect: 'manual' });
+  const c = res.headers.getSetCookie().find((x) => x.startsWith('gw_console='));
+  return c!.split(';')[0]!;
+}
