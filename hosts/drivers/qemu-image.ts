@@ -1,0 +1,243 @@
+import { execFileSync, spawnSync } from 'node:child_process';
+import { createHash } from 'node:crypto';
+import { chmodSync, closeSync, existsSync, mkdirSync, mkdtempSync, openSync, readFileSync, lstatSync, readdirSync, readlinkSync, realpathSync, renameSync, rmSync, symlinkSync, writeFileSync, writeSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+/**
+ * The guest image of the qemu runtime (issue 16), built on this machine from Debian's
+ * packages, never downloaded from elsewhere:
+ *
+ *  - `vmlinux`: the uncompressed kernel of Debian's `linux-image-amd64` (fetched with
+ *    `apt-get download`; microvm boots its ELF through the PVH entry, no firmware);
+ *  - `initrd.cpio`: the static in-guest agent (qemu-guest/agent.c, PID 1) and the kernel
+ *    modules it loads (virtio-mmio, -blk, -net, -console, ext4 and their dependencies);
+ *  - `rootfs.img`: a read-only ext4 image of the Debian packages the agent's tools come from
+ *    (sh, coreutils, curl, python3, node, socat, procps, e2fsprogs, ...), copied from this
+ *    machine's installed packages (`dpkg -L`), with an /etc of its own (no host secrets:
+ *    passwd/group name only root, agent and nobody; hosts, an empty resolv.conf).
+ *
+ * The image directory is named by a hash of what went in (agent source, kernel version,
+ * package list, this builder's own source), so a change rebuilds and an unchanged one is
+ * reused. A VM keeps the image it booted from (its snapshot restores only on that one).
+ */
+const BUILDER_VERSION = '1';
+const HERE = dirname(fileURLToPath(import.meta.url));
+/** The agent's C source sits beside this file under hosts/drivers/qemu-guest (also from dist/). */
+function agentSource(): string {
+  for (const p of [join(HERE, 'qemu-guest', 'agent.c'), join(HERE, '..', '..', '..', 'hosts', 'drivers', 'qemu-guest', 'agent.c')]) {
+    if (existsSync(p)) return p;
+  }
+  throw new Error('hosts/drivers/qemu-guest/agent.c is missing');
+}
+
+/** Packages whose files make the guest's userland (with their dependencies). */
+export const ROOTFS_PACKAGES = [
+  'base-files', 'dash', 'bash', 'coreutils', 'grep', 'sed', 'findutils', 'procps', 'curl', 'ca-certificates', 'python3', 'socat',
+  'e2fsprogs', 'tar', 'gzip', 'util-linux', 'nodejs', 'diffutils', 'hostname', 'mawk', 'iproute2',
+];
+/** Kernel modules the agent loads, dependencies resolved from each module's modinfo. */
+const MODULES = ['virtio_mmio', 'virtio_blk', 'virtio_net', 'virtio_console', 'virtio_rng', 'ext4', 'crc32c_generic'];
+
+export interface GuestImage {
+  dir: string;
+  kernel: string;
+  initrd: string;
+  rootfs: string;
+  kernelVersion: string;
+}
+
+function run(cmd: string, args: string[], opts: { cwd?: string; input?: Buffer } = {}): Buffer {
+  return execFileSync(cmd, args, { cwd: opts.cwd, input: opts.input, maxBuffer: 1 << 30, stdio: ['pipe', 'pipe', 'pipe'] });
+}
+
+function kernelPackage(): string {
+  const out = run('apt-cache', ['depends', 'linux-image-amd64']).toString('utf8');
+  const m = /Depends: (linux-image-[0-9][^\s]*)/.exec(out);
+  if (!m) throw new Error('apt-cache knows no linux-image-amd64 (is this Debian with its package lists? apt-get update)');
+  return m[1]!;
+}
+
+/** The installed packages of ROOTFS_PACKAGES and everything they depend on. */
+function packageClosure(): string[] {
+  const missing = ROOTFS_PACKAGES.filter((p) => spawnSync('dpkg-query', ['-W', '-f=${Status}', p], { encoding: 'utf8' }).stdout !== 'install ok installed');
+  if (missing.length) throw new Error(`the guest image needs these Debian packages installed on the host: ${missing.join(' ')} (apt-get install -y ${missing.join(' ')})`);
+  const out = run('apt-cache', ['depends', '--recurse', '--installed', '--no-recommends', '--no-suggests', '--no-conflicts', '--no-breaks', '--no-replaces', '--no-enhances', ...ROOTFS_PACKAGES]).toString('utf8');
+  const names = new Set<string>();
+  for (const line of out.split('\n')) if (line && !line.startsWith(' ') && !line.startsWith('<')) names.add(line.trim());
+  return [...names].filter((p) => spawnSync('dpkg-query', ['-W', '-f=${Status}', p], { encoding: 'utf8' }).stdout === 'install ok installed').sort();
+}
+
+/** The ELF inside a bzImage compressed with xz (Debian's): the data from the xz magic on, decompressed. */
+export function extractVmlinux(bzImage: Buffer): Buffer {
+  const magic = Buffer.from([0xfd, 0x37, 0x7a, 0x58, 0x5a, 0x00]);
+  for (let at = bzImage.indexOf(magic); at !== -1; at = bzImage.indexOf(magic, at + 1)) {
+    const r = spawnSync('xz', ['-dc', '--single-stream'], { input: bzImage.subarray(at), maxBuffer: 1 << 30 });
+    if (r.stdout && r.stdout.length > 4 && r.stdout.subarray(0, 4).equals(Buffer.from([0x7f, 0x45, 0x4c, 0x46]))) return r.stdout;
+  }
+  throw new Error('no xz-compressed ELF kernel inside the bzImage');
+}
+
+function modinfoDepends(ko: Buffer): string[] {
+  const m = /depends=([A-Za-z0-9_,-]*)\0/.exec(ko.toString('latin1'));
+  return m && m[1] ? m[1].split(',').filter(Boolean) : [];
+}
+
+/** newc cpio: what the kernel unpacks as the initramfs. */
+export function cpio(entries: Array<{ name: string; mode: number; data?: Buffer; rdev?: [number, number] }>): Buffer {
+  const parts: Buffer[] = [];
+  const pad = (n: number) => Buffer.alloc((4 - (n % 4)) % 4);
+  let ino = 1;
+  const hex = (n: number) => n.toString(16).padStart(8, '0');
+  for (const e of [...entries, { name: 'TRAILER!!!', mode: 0 }] as Array<{ name: string; mode: number; data?: Buffer; rdev?: [number, number] }>) {
+    const data = e.data ?? Buffer.alloc(0);
+    const name = Buffer.from(`${e.name}\0`);
+    const header = `070701${hex(e.name === 'TRAILER!!!' ? 0 : ino++)}${hex(e.mode)}${hex(0)}${hex(0)}${hex(1)}${hex(0)}${hex(data.length)}${hex(0)}${hex(0)}${hex(e.rdev?.[0] ?? 0)}${hex(e.rdev?.[1] ?? 0)}${hex(name.length)}${hex(0)}`;
+    parts.push(Buffer.from(header), name, pad(110 + name.length), data, pad(data.length));
+  }
+  return Buffer.concat(parts);
+}
+
+function buildInitrd(modulesRoot: string, agentBin: Buffer): Buffer {
+  const byName = new Map<string, string>();
+  const walk = (d: string): void => {
+    for (const e of readdirSync(d, { withFileTypes: true })) {
+      if (e.isDirectory()) walk(join(d, e.name));
+      else if (e.name.endsWith('.ko')) byName.set(e.name.slice(0, -3).replace(/-/g, '_'), join(d, e.name));
+    }
+  };
+  walk(modulesRoot);
+  const order: string[] = [];
+  const seen = new Set<string>();
+  const visit = (name: string): void => {
+    const key = name.replace(/-/g, '_');
+    if (seen.has(key)) return;
+    seen.add(key);
+    const path = byName.get(key);
+    if (!path) return; // built into the kernel
+    for (const dep of modinfoDepends(readFileSync(path))) visit(dep);
+    order.push(key);
+  };
+  for (const m of MODULES) visit(m);
+  const entries: Array<{ name: string; mode: number; data?: Buffer; rdev?: [number, number] }> = [
+    { name: 'dev', mode: 0o040755 },
+    { name: 'dev/console', mode: 0o020600, rdev: [5, 1] },
+    { name: 'init', mode: 0o100755, data: agentBin },
+    { name: 'modules', mode: 0o040755 },
+    { name: 'modules/order', mode: 0o100644, data: Buffer.from(order.map((m) => `${m}.ko\n`).join('')) },
+    ...order.map((m) => ({ name: `modules/${m}.ko`, mode: 0o100644, data: readFileSync(byName.get(m)!) })),
+    { name: 'newroot', mode: 0o040755 },
+  ];
+  return cpio(entries);
+}
+
+const SKIP_PREFIXES = ['/usr/share/doc/', '/usr/share/man/', '/usr/share/info/', '/usr/share/locale/', '/usr/share/lintian/', '/etc/'];
+
+function buildRootfs(work: string, packages: string[], out: string): void {
+  const root = join(work, 'root');
+  mkdirSync(root, { recursive: true });
+  for (const d of ['usr/bin', 'usr/sbin', 'usr/lib', 'usr/lib64']) mkdirSync(join(root, d), { recursive: true });
+  for (const [l, t] of [['bin', 'usr/bin'], ['sbin', 'usr/sbin'], ['lib', 'usr/lib'], ['lib64', 'usr/lib64']]) {
+    spawnSync('ln', ['-s', t!, join(root, l!)]);
+  }
+  const files = new Set<string>();
+  for (const pkg of packages) {
+    const list = spawnSync('dpkg', ['-L', pkg], { encoding: 'utf8', maxBuffer: 1 << 28 }).stdout ?? '';
+    for (const f of list.split('\n')) {
+      if (!f.startsWith('/') || SKIP_PREFIXES.some((p) => f.startsWith(p))) continue;
+      const st = lstatSync(f, { throwIfNoEntry: false });
+      if (st && !st.isDirectory()) files.add(f.slice(1));
+    }
+  }
+  // Symlinks and files as they are; paths through /bin etc. land in usr/ via the links above.
+  const tar = spawnSync('/bin/sh', ['-c', `tar -C / --no-recursion -cf - -T - | tar -C "${root}" --keep-directory-symlink -xf -`], { input: [...files].join('\n'), maxBuffer: 1 << 20 });
+  if (tar.status !== 0) throw new Error(`copying the packages' files failed: ${String(tar.stderr).slice(0, 300)}`);
+  // /etc: what the tools need, nothing of the host's own configuration or secrets.
+  const etc = join(root, 'etc');
+  mkdirSync(etc, { recursive: true });
+  const copyTree = (from: string, to: string): void => {
+    if (!existsSync(from)) return;
+    const r = spawnSync('cp', ['-a', from, to]);
+    if (r.status !== 0) throw new Error(`cp ${from}: ${String(r.stderr)}`);
+  };
+  copyTree('/etc/ssl', join(etc, 'ssl'));
+  copyTree('/etc/alternatives', join(etc, 'alternatives'));
+  for (const f of ['ld.so.conf', 'nsswitch.conf', 'protocols', 'services', 'mime.types', 'os-release', 'debian_version', 'profile', 'bash.bashrc', 'localtime']) copyTree(`/etc/${f}`, join(etc, f));
+  copyTree('/etc/ld.so.conf.d', join(etc, 'ld.so.conf.d'));
+  // Commands managed by update-alternatives (awk, pager, ...): the link, where its program is in.
+  for (const d of ['usr/bin', 'usr/sbin']) {
+    for (const name of readdirSync(`/${d}`)) {
+      let target: string;
+      try {
+        target = readlinkSync(`/${d}/${name}`);
+      } catch {
+        continue;
+      }
+      if (!target.startsWith('/etc/alternatives/') || existsSync(join(root, d, name))) continue;
+      let final: string;
+      try {
+        final = realpathSync(`/${d}/${name}`);
+      } catch {
+        continue;
+      }
+      if (existsSync(join(root, final))) symlinkSync(target, join(root, d, name));
+    }
+  }
+  // awk is mawk (Debian's required one) when the host's choice (gawk, say) is not in the image.
+  if (!existsSync(join(root, 'usr/bin/awk')) && existsSync(join(root, 'usr/bin/mawk'))) symlinkSync('mawk', join(root, 'usr/bin/awk'));
+  writeFileSync(join(etc, 'passwd'), 'root:x:0:0:root:/root:/usr/sbin/nologin\nagent:x:1000:1000:agent:/home/agent:/bin/sh\nnobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n');
+  writeFileSync(join(etc, 'group'), 'root:x:0:\nagent:x:1000:\nnogroup:x:65534:\n');
+  writeFileSync(join(etc, 'hosts'), '127.0.0.1 localhost\n::1 localhost\n');
+  writeFileSync(join(etc, 'hostname'), 'env\n');
+  writeFileSync(join(etc, 'resolv.conf'), ''); // names are resolved by the gateway, never inside
+  writeFileSync(join(etc, 'mtab'), '');
+  spawnSync('ldconfig', ['-r', root]);
+  for (const d of ['dev', 'proc', 'sys', 'run', 'tmp', 'var/tmp', 'home/agent', 'root', 'mnt']) mkdirSync(join(root, d), { recursive: true });
+  chmodSync(join(root, 'tmp'), 0o1777);
+  const du = Number(spawnSync('du', ['-sm', root], { encoding: 'utf8' }).stdout.split('\t')[0]);
+  const sizeMib = Math.ceil(du * 1.15) + 64;
+  const mk = spawnSync('mke2fs', ['-q', '-F', '-t', 'ext4', '-O', '^has_journal', '-L', 'gw-root', '-d', root, out, `${sizeMib}M`], { encoding: 'utf8' });
+  if (mk.status !== 0) throw new Error(`mke2fs -d failed: ${mk.stderr}`);
+}
+
+/** The image for this host, built when missing (takes a minute: kernel download, rootfs copy). */
+export function ensureGuestImage(baseDir: string, log: (msg: string) => void = () => {}): GuestImage {
+  const kpkg = kernelPackage();
+  const packages = packageClosure();
+  const src = readFileSync(agentSource());
+  const key = createHash('sha256').update(BUILDER_VERSION).update(kpkg).update(packages.join(',')).update(src).update(readFileSync(fileURLToPath(import.meta.url))).digest('hex').slice(0, 16);
+  const dir = join(baseDir, key);
+  const image: GuestImage = { dir, kernel: join(dir, 'vmlinux'), initrd: join(dir, 'initrd.cpio'), rootfs: join(dir, 'rootfs.img'), kernelVersion: kpkg.replace('linux-image-', '') };
+  if (existsSync(join(dir, 'done'))) return image;
+  log(`building the guest image in ${dir} (${kpkg}, ${packages.length} packages)`);
+  mkdirSync(baseDir, { recursive: true, mode: 0o755 });
+  const work = mkdtempSync(join(tmpdir(), 'gw-vm-image-'));
+  const stage = `${dir}.tmp-${process.pid}`;
+  try {
+    rmSync(stage, { recursive: true, force: true });
+    mkdirSync(stage, { recursive: true });
+    run('apt-get', ['download', '-q', kpkg], { cwd: work });
+    const deb = readdirSync(work).find((f) => f.startsWith(kpkg) && f.endsWith('.deb'));
+    if (!deb) throw new Error(`apt-get download ${kpkg} gave no .deb`);
+    run('dpkg-deb', ['-x', join(work, deb), join(work, 'k')]);
+    const vmlinuz = readdirSync(join(work, 'k', 'boot')).find((f) => f.startsWith('vmlinuz-'))!;
+    writeFileSync(join(stage, 'vmlinux'), extractVmlinux(readFileSync(join(work, 'k', 'boot', vmlinuz))));
+    const kver = readdirSync(join(work, 'k', 'lib', 'modules'))[0]!;
+    const agentBin = join(work, 'agent');
+    run('gcc', ['-static', '-O2', '-o', agentBin, agentSource()]);
+    writeFileSync(join(stage, 'initrd.cpio'), buildInitrd(join(work, 'k', 'lib', 'modules', kver, 'kernel'), readFileSync(agentBin)));
+    buildRootfs(work, packages, join(stage, 'rootfs.img'));
+    const fd = openSync(join(stage, 'done'), 'w');
+    writeSync(fd, `${kpkg}\n${packages.join(' ')}\n`);
+    closeSync(fd);
+    for (const f of ['vmlinux', 'initrd.cpio', 'rootfs.img', 'done']) chmodSync(join(stage, f), 0o644);
+    chmodSync(stage, 0o755);
+    rmSync(dir, { recursive: true, force: true });
+    renameSync(stage, dir);
+  } finally {
+    rmSync(work, { recursive: true, force: true });
+    rmSync(stage, { recursive: true, force: true });
+  }
+  return image;
+}

@@ -1,0 +1,624 @@
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { constants as fsConstants, promises as fsp, chmodSync, chownSync, existsSync, mkdirSync, openSync, closeSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { createServer, connect, type Server, type Socket } from 'node:net';
+import { createServer as createHttpServer, type IncomingMessage, type RequestListener, type Server as HttpServer } from 'node:http';
+import type { Duplex } from 'node:stream';
+import { join } from 'node:path';
+import type { Logger } from '../../lib/log.js';
+import { Cgroups } from '../cgroups.js';
+import type { Peer } from '../peer.js';
+import {
+  DATA_DISK, DriverError, type ExecRequest, type ExecResult, type HostCapabilities, type HostDriver, type Surface, type VmSpec, type VmStatus,
+} from '../driver.js';
+import { ensureGuestImage, type GuestImage } from './qemu-image.js';
+import { connectUnix, GuestChannel, M, Qmp } from './qemu-channel.js';
+import { sandboxUid, envFile } from './process.js';
+
+/**
+ * The `qemu` runtime (issue 16): each environment is a QEMU `microvm` with the in-guest
+ * agent as PID 1 (qemu-guest/agent.c), a read-only root image built from Debian's packages
+ * (qemu-image.ts), and a LUKS-encrypted qcow2 data disk at /home/agent whose key is
+ * random per environment and kept only wrapped by the master key.
+ *
+ * Sealed by construction, in two layers:
+ * - The guest: its one NIC is slirp with `restrict=on` (no packet leaves for the host or
+ *   the world) and `guestfwd` rules for 10.0.2.100:3128 (the gateway proxy), :9222 (the
+ *   browser pool's CDP endpoints of its leases) and :80 (the control socket). Each forward
+ *   is a Unix socket of this driver, like the process sandbox's. The guest has no other
+ *   device that reaches the host's files: two block devices (the root image, read-only,
+ *   and its own data disk) and the agent's serial port.
+ * - QEMU itself runs in an empty network namespace (even a QEMU escape has no network:
+ *   slirp needs none, the forwards are Unix sockets) and a private mount namespace that
+ *   shows it only this environment's directory and the image, as the environment's own
+ *   unprivileged uid, with no_new_privs and QEMU's seccomp sandbox, in its own cgroup.
+ *
+ * Suspend is QMP `stop` + `migrate` to `exec:zstd > snapshot.zst` (the guest's memory,
+ * compressed), then QEMU exits: a suspended environment costs disk, no memory, and
+ * survives a restart of the host. Resume starts QEMU with the argv stored at first boot
+ * (identical devices) and `-incoming`, then `cont`; the agent then gets the host's clock
+ * and fresh randomness (RNDADDENTROPY + RNDRESEEDCRNG), so one snapshot restored twice
+ * does not repeat its random numbers.
+ */
+export interface QemuDriverOptions {
+  /** Where each environment's directory lives (DATA_DIR/environments). */
+  rootDir: string;
+  /** Where guest images are built and kept (by content hash). */
+  imageDir: string;
+  proxy: { host: string; port: number };
+  /** Wraps and unwraps disk keys with the master key. */
+  keys: { wrap(plain: Buffer, context: string): string; unwrap(blob: string, context: string): Buffer };
+  hostTag: string;
+  cgroupRoot?: string;
+  browser?: (environmentId: string) => (req: IncomingMessage, socket: Duplex, head: Buffer) => void;
+  control?: (environmentId: string, peer: (socket: Socket) => Promise<Peer | null>) => RequestListener;
+  log: Logger;
+  /** `kvm` when /dev/kvm can be opened, else `tcg` (probed); forced with this. */
+  accel?: 'kvm' | 'tcg';
+  /** How long a boot may take before the start fails (TCG boots in ~4 s on these machines). */
+  bootTimeoutMs?: number;
+}
+
+const QEMU = '/usr/bin/qemu-system-x86_64';
+const GUEST_NET = { proxy: 3128, browser: 9222, control: 80 };
+/** Added to the guest's memory for QEMU's own (TCG translation cache, devices). */
+const QEMU_OVERHEAD_MIB = 320;
+
+interface Vm {
+  spec: VmSpec;
+  proc: ChildProcess;
+  channel: GuestChannel;
+  qmp: Qmp;
+  status: 'running';
+  servers: Array<Server | HttpServer>;
+  sockets: Set<Socket>;
+  expectedExit: boolean;
+  exited: Promise<void>;
+}
+
+interface VmRecord {
+  /** The image this VM booted from: a snapshot restores only on the very same one. */
+  imageDir: string;
+  /** QEMU's argv after the binary, as first started (paths are inside its mount namespace). */
+  argv: string[];
+  accel: 'kvm' | 'tcg';
+}
+
+function which(cmd: string): string | null {
+  for (const dir of ['/usr/bin', '/bin', '/usr/sbin', '/sbin']) if (existsSync(join(dir, cmd))) return join(dir, cmd);
+  return null;
+}
+
+function tscKhz(): number | null {
+  try {
+    const m = /cpu MHz\s*:\s*([\d.]+)/.exec(readFileSync('/proc/cpuinfo', 'utf8'));
+    return m ? Math.round(Number(m[1]) * 1000) : null;
+  } catch {
+    return null;
+  }
+}
+
+/**
+ * Inside QEMU's namespaces: loopback up (slirp pairs its `guestfwd` commands over a loopback
+ * socket pair; the namespace's loopback reaches nothing but itself), a tmpfs /mnt with
+ * this environment's directory and the image bound in.
+ */
+const NAMESPACE = 'ip link set lo up && mount -t tmpfs -o mode=0755 gw /mnt && mkdir /mnt/env /mnt/image && mount --bind -- "$1" /mnt/env && mount --bind -o ro -- "$2" /mnt/image || exit 124; shift 2; exec "$@"';
+const CGROUP_JOIN = 'n=$1; shift; while [ "$n" -gt 0 ]; do echo $$ > "$1" || exit 125; shift; n=$((n-1)); done; exec "$@"';
+
+export class QemuDriver implements HostDriver {
+  readonly name = 'qemu';
+  readonly #vms = new Map<string, Vm>();
+  readonly #starting = new Set<string>();
+  readonly #exitListeners: Array<(id: string, info: { code: number | null; signal: string | null }) => void> = [];
+  readonly #caps: HostCapabilities;
+  readonly #cgroups: Cgroups;
+  readonly #accel: 'kvm' | 'tcg';
+  #image: GuestImage | null = null;
+
+  constructor(private readonly opts: QemuDriverOptions) {
+    mkdirSync(opts.rootDir, { recursive: true, mode: 0o700 });
+    this.#cgroups = new Cgroups(opts.hostTag, opts.cgroupRoot);
+    const missing: string[] = [...this.#cgroups.support.missing];
+    if (!existsSync(QEMU)) missing.push('QEMU is not installed: apt-get install qemu-system-x86');
+    for (const tool of ['qemu-img', 'socat', 'zstd', 'unshare', 'setpriv']) if (!which(tool)) missing.push(`${tool} is not installed`);
+    if (process.getuid?.() !== 0) missing.push('the qemu runtime runs as root (per-environment uids and namespaces for QEMU)');
+    this.#accel = opts.accel ?? (QemuDriver.kvmUsable() ? 'kvm' : 'tcg');
+    const usable = existsSync(QEMU) && missing.every((m) => !/not installed|runs as root/.test(m));
+    this.#caps = {
+      driver: 'qemu',
+      network_sealed: usable,
+      namespaces: usable,
+      cgroup: (({ layout, memory, cpu, pids, freeze, kill }) => ({ layout, memory, cpu, pids, freeze, kill }))(this.#cgroups.support),
+      memory_across_host_restart: true,
+      disk_quota: true,
+      insecure: false,
+      missing: this.#accel === 'tcg' ? [...missing, 'no usable KVM here: QEMU emulates the CPU (TCG), several times slower than -accel kvm'] : missing,
+    };
+  }
+
+  /** /dev/kvm opens read-write (QEMU still falls back to TCG if KVM refuses the guest). */
+  static kvmUsable(): boolean {
+    try {
+      closeSync(openSync('/dev/kvm', 'r+'));
+      return true;
+    } catch {
+      return false;
+    }
+  }
+
+  capabilities(): HostCapabilities {
+    return this.#caps;
+  }
+
+  isolated(): boolean {
+    return this.#caps.namespaces && this.#caps.cgroup.memory && this.#caps.cgroup.kill;
+  }
+
+  get accel(): 'kvm' | 'tcg' {
+    return this.#accel;
+  }
+
+  onExit(listener: (id: string, info: { code: number | null; signal: string | null }) => void): void {
+    this.#exitListeners.push(listener);
+  }
+
+  /** Builds (or finds) the guest image; the first call may take a minute. */
+  image(): GuestImage {
+    if (!this.#image) this.#image = ensureGuestImage(this.opts.imageDir, (msg) => this.opts.log.info(msg));
+    return this.#image;
+  }
+
+  #dir(id: string): string {
+    if (!/^env_[0-9a-f]{24}$/.test(id)) throw new DriverError('start_failed', 'not an environment id');
+    return join(this.opts.rootDir, id);
+  }
+
+  #record(id: string): VmRecord | null {
+    try {
+      return JSON.parse(readFileSync(join(this.#dir(id), 'vm.json'), 'utf8')) as VmRecord;
+    } catch {
+      return null;
+    }
+  }
+
+  async create(spec: VmSpec): Promise<void> {
+    const dir = this.#dir(spec.id);
+    const uid = sandboxUid(spec.id);
+    mkdirSync(dir, { recursive: true, mode: 0o700 });
+    chownSync(dir, uid, uid);
+    chmodSync(dir, 0o700);
+    const disk = join(dir, 'disk.qcow2');
+    if (existsSync(disk)) return;
+    const key = randomBytes(32);
+    writeFileSync(join(dir, 'disk.key'), this.opts.keys.wrap(key, `disk:${spec.id}`), { mode: 0o600 });
+    // The key reaches qemu-img through a FIFO, never in an argv or a file in the clear.
+    const fifo = makeFifo(join(dir, 'key.fifo'), 0);
+    const proc = spawn('qemu-img', [
+      'create', '-q', '-f', 'qcow2', '--object', `secret,id=sec0,file=${fifo},format=raw`,
+      '-o', 'encrypt.format=luks,encrypt.key-secret=sec0,encrypt.iter-time=200', `${disk}.tmp`, `${spec.diskGib}G`,
+    ], { stdio: ['ignore', 'ignore', 'pipe'] });
+    let stderr = '';
+    proc.stderr!.on('data', (d: Buffer) => (stderr += d.toString('utf8')));
+    const exited = new Promise<number | null>((resolve) => proc.once('exit', (code) => resolve(code)));
+    await feedFifo(fifo, key.toString('base64'), proc);
+    key.fill(0);
+    if ((await exited) !== 0) throw new DriverError('start_failed', `the data disk could not be created: ${stderr.trim().slice(0, 200)}`);
+    chownSync(`${disk}.tmp`, uid, uid);
+    renameSync(`${disk}.tmp`, disk);
+  }
+
+  async applySurface(id: string, s: Surface): Promise<void> {
+    const vm = this.#vms.get(id);
+    if (!vm) {
+      this.#pendingSurface.set(id, s);
+      return;
+    }
+    await vm.channel.request(M.SURFACE, surfacePayload(s), 30_000);
+  }
+
+  readonly #pendingSurface = new Map<string, Surface>();
+
+  #argv(spec: VmSpec): string[] {
+    const khz = tscKhz();
+    const cmdline = ['console=ttyS0', 'reboot=t', 'panic=-1', 'quiet', 'loglevel=3', 'rootwait', ...(khz ? [`tsc_early_khz=${khz}`, 'tsc=reliable'] : [])].join(' ');
+    const sock = (name: string) => `/mnt/env/${name}`;
+    const fwd = (port: number, name: string) => `guestfwd=tcp:10.0.2.100:${port}-cmd:socat - UNIX-CONNECT:${sock(name)}`;
+    return [
+      '-M', 'microvm,x-option-roms=off,isa-serial=on,rtc=on',
+      '-accel', this.#accel,
+      '-cpu', this.#accel === 'kvm' ? 'host' : 'max',
+      '-smp', String(Math.max(1, Math.min(spec.cpus, 8))),
+      '-m', `${spec.memoryMib}M`,
+      '-nodefaults', '-no-user-config', '-nographic', '-no-reboot',
+      // QEMU's seccomp filter; `elevateprivileges=deny` would also stop slirp spawning the
+      // guestfwd relays, and QEMU already runs unprivileged with no_new_privs.
+      '-sandbox', 'on,obsolete=deny,resourcecontrol=deny',
+      '-kernel', '/mnt/image/vmlinux', '-initrd', '/mnt/image/initrd.cpio', '-append', cmdline,
+      '-chardev', `file,id=con,path=${sock('console.log')}`, '-serial', 'chardev:con',
+      '-object', 'secret,id=sec0,file=/mnt/env/key.fifo,format=raw',
+      '-blockdev', 'driver=file,filename=/mnt/image/rootfs.img,node-name=rootf,read-only=on',
+      '-blockdev', 'driver=raw,file=rootf,node-name=root,read-only=on',
+      '-device', 'virtio-blk-device,drive=root,serial=root',
+      '-blockdev', `driver=file,filename=${sock('disk.qcow2')},node-name=dataf`,
+      '-blockdev', 'driver=qcow2,file=dataf,node-name=data,encrypt.format=luks,encrypt.key-secret=sec0',
+      '-device', 'virtio-blk-device,drive=data,serial=data',
+      '-netdev', `user,id=n0,restrict=on,net=10.0.2.0/24,host=10.0.2.2,${fwd(GUEST_NET.proxy, 'gateway.sock')},${fwd(GUEST_NET.browser, 'browser.sock')},${fwd(GUEST_NET.control, 'control.sock')}`,
+      '-device', 'virtio-net-device,netdev=n0',
+      '-object', 'rng-random,id=rng0,filename=/dev/urandom', '-device', 'virtio-rng-device,rng=rng0',
+      '-device', 'virtio-serial-device',
+      '-chardev', `socket,id=agent,path=${sock('agent.sock')},server=on,wait=on`,
+      '-device', 'virtserialport,chardev=agent,name=agent',
+      '-qmp', `unix:${sock('qmp.sock')},server=on,wait=off`,
+    ];
+  }
+
+  /** The host ends of the guest's forwards: gateway, browser pool, control socket. */
+  async #serve(id: string): Promise<{ servers: Array<Server | HttpServer>; sockets: Set<Socket> }> {
+    const dir = this.#dir(id);
+    const sockets = new Set<Socket>();
+    const servers: Array<Server | HttpServer> = [];
+    const listen = async (srv: Server | HttpServer, name: string): Promise<void> => {
+      const path = join(dir, name);
+      rmSync(path, { force: true });
+      await new Promise<void>((resolve, reject) => {
+        srv.once('error', reject);
+        srv.listen(path, () => resolve());
+      });
+      chmodSync(path, 0o600);
+      chownSync(path, sandboxUid(id), sandboxUid(id));
+      servers.push(srv);
+    };
+    const gateway = createServer((inside) => {
+      const out = connect(this.opts.proxy.port, this.opts.proxy.host);
+      sockets.add(inside);
+      inside.on('close', () => sockets.delete(inside));
+      inside.pipe(out).pipe(inside);
+      inside.on('error', () => out.destroy());
+      out.on('error', () => inside.destroy());
+    });
+    await listen(gateway, 'gateway.sock');
+    if (this.opts.control) {
+      // The caller inside a VM cannot be told apart from the host: no peer process.
+      const control = createHttpServer(this.opts.control(id, async () => null));
+      control.headersTimeout = 10_000;
+      control.requestTimeout = 30_000;
+      await listen(control, 'control.sock');
+    }
+    const browser = createHttpServer((_req, res) => {
+      res.writeHead(404, { 'content-type': 'application/json' }).end('{"error":"not_found","message":"CDP endpoints only (WebSocket)"}');
+    });
+    if (this.opts.browser) browser.on('upgrade', this.opts.browser(id));
+    await listen(browser, 'browser.sock');
+    return { servers, sockets };
+  }
+
+  /** Spawns QEMU in its namespaces as the environment's uid; the disk key goes in through a FIFO. */
+  #spawn(id: string, record: VmRecord, extra: string[]): ChildProcess {
+    const uid = sandboxUid(id);
+    const dir = this.#dir(id);
+    const key = this.opts.keys.unwrap(readFileSync(join(dir, 'disk.key'), 'utf8'), `disk:${id}`);
+    const fifo = makeFifo(join(dir, 'key.fifo'), uid);
+    const procs = this.#cgroups.procsFiles(id);
+    const argv = [
+      '/bin/sh', '-c', CGROUP_JOIN, 'sh', String(procs.length), ...procs,
+      'unshare', '-m', '-n', '--propagation', 'private', '--',
+      '/bin/sh', '-c', NAMESPACE, 'sh', dir, record.imageDir,
+      'setpriv', `--reuid=${uid}`, `--regid=${uid}`, '--clear-groups', '--no-new-privs', '--pdeathsig', 'SIGKILL', '--',
+      QEMU, ...record.argv, ...extra,
+    ];
+    const proc = spawn(argv[0]!, argv.slice(1), { stdio: ['ignore', 'ignore', 'pipe'], env: { PATH: '/usr/bin:/bin:/usr/sbin:/sbin' } });
+    void feedFifo(fifo, key.toString('base64'), proc).catch(() => {});
+    key.fill(0);
+    return proc;
+  }
+
+  async #boot(spec: VmSpec, surface: Surface | null, restore: boolean): Promise<void> {
+    const id = spec.id;
+    const dir = this.#dir(id);
+    let record = this.#record(id);
+    if (!record || !restore) {
+      const image = this.image();
+      record = { imageDir: image.dir, argv: this.#argv(spec), accel: this.#accel };
+      writeFileSync(join(dir, 'vm.json'), JSON.stringify(record, null, 1), { mode: 0o600 });
+    }
+    if (!existsSync(record.imageDir)) throw new DriverError('start_failed', 'the guest image this VM booted from is gone');
+    for (const s of ['agent.sock', 'qmp.sock']) rmSync(join(dir, s), { force: true });
+    const { servers, sockets } = await this.#serve(id);
+    this.#cgroups.remove(id);
+    this.#cgroups.create(id, { cpus: spec.cpus, memoryMib: spec.memoryMib + QEMU_OVERHEAD_MIB, pidsMax: 512 });
+    const snapshot = join(dir, 'snapshot.zst');
+    const proc = this.#spawn(id, record, restore ? ['-incoming', `exec:zstd -dcq /mnt/env/snapshot.zst`] : []);
+    let stderr = '';
+    proc.stderr!.on('data', (d: Buffer) => {
+      if (stderr.length < 4000) stderr += d.toString('utf8');
+      this.opts.log.debug({ environment_id: id, qemu: d.toString('utf8').slice(0, 500) }, 'qemu stderr');
+    });
+    const exited = new Promise<void>((resolve) => proc.once('exit', () => resolve()));
+    const alive = () => proc.exitCode === null && proc.signalCode === null;
+    let channel: GuestChannel | null = null;
+    let qmp: Qmp | null = null;
+    try {
+      channel = new GuestChannel(await connectUnix(join(dir, 'agent.sock'), 30_000, alive));
+      qmp = await Qmp.open(await connectUnix(join(dir, 'qmp.sock'), 30_000, alive));
+      if (restore) {
+        await this.#waitStatus(qmp, ['paused', 'running', 'postmigrate'], 120_000, alive);
+        await qmp.cmd('cont');
+        await channel.request(M.PING, Buffer.alloc(0), 30_000);
+      } else {
+        await channel.waitReady(this.opts.bootTimeoutMs ?? 120_000);
+      }
+      await this.#freshen(channel);
+      const s = surface ?? this.#pendingSurface.get(id) ?? null;
+      this.#pendingSurface.delete(id);
+      if (s) await channel.request(M.SURFACE, surfacePayload(s), 30_000);
+    } catch (err) {
+      channel?.close();
+      qmp?.close();
+      proc.kill('SIGKILL');
+      await this.#cgroups.kill(id);
+      for (const s of servers) s.close();
+      this.#cgroups.remove(id);
+      const tail = readTail(join(dir, 'console.log'));
+      const msg = `${(err as Error).message}${stderr ? `; qemu: ${stderr.trim().slice(0, 300)}` : ''}${tail ? `; console: ${tail}` : ''}`;
+      throw new DriverError('start_failed', msg.split(this.opts.rootDir).join('<environments>'));
+    }
+    if (restore) rmSync(snapshot, { force: true });
+    const vm: Vm = { spec, proc, channel, qmp, status: 'running', servers, sockets, expectedExit: false, exited };
+    this.#vms.set(id, vm);
+    proc.once('exit', (code, signal) => {
+      if (this.#vms.get(id) !== vm) return;
+      this.#vms.delete(id);
+      this.#teardown(id, vm);
+      if (!vm.expectedExit) for (const l of this.#exitListeners) l(id, { code, signal });
+    });
+  }
+
+  /** The guest's clock from the host's; new randomness mixed in and the pool reseeded. */
+  async #freshen(channel: GuestChannel): Promise<void> {
+    const now = Date.now();
+    const t = Buffer.alloc(12);
+    t.writeBigInt64LE(BigInt(Math.floor(now / 1000)), 0);
+    t.writeUInt32LE((now % 1000) * 1_000_000, 8);
+    await channel.request(M.SETTIME, t);
+    await channel.request(M.SEED, randomBytes(64));
+  }
+
+  async #waitStatus(qmp: Qmp, want: string[], ms: number, alive: () => boolean): Promise<string> {
+    const deadline = performance.now() + ms;
+    for (;;) {
+      const st = String((await qmp.cmd('query-status')).status ?? '');
+      if (want.includes(st)) return st;
+      if (!alive()) throw new DriverError('start_failed', 'QEMU exited while restoring the snapshot');
+      if (performance.now() > deadline) throw new DriverError('start_failed', `the snapshot did not load in time (status ${st})`);
+      await new Promise((r) => setTimeout(r, 20));
+    }
+  }
+
+  #teardown(id: string, vm: Vm): void {
+    vm.channel.close();
+    vm.qmp.close();
+    for (const s of vm.servers) {
+      s.close();
+      (s as HttpServer).closeAllConnections?.();
+    }
+    for (const s of vm.sockets) s.destroy();
+    this.#cgroups.remove(id);
+  }
+
+  async start(spec: VmSpec, surface: Surface): Promise<void> {
+    if (this.#vms.has(spec.id) || this.#starting.has(spec.id)) return;
+    if (!this.#caps.namespaces) throw new DriverError('start_failed', 'this host cannot run QEMU microVMs');
+    this.#starting.add(spec.id);
+    try {
+      await this.create(spec);
+      rmSync(join(this.#dir(spec.id), 'snapshot.zst'), { force: true });
+      await this.#boot(spec, surface, false);
+    } finally {
+      this.#starting.delete(spec.id);
+    }
+  }
+
+  status(id: string): VmStatus {
+    if (this.#vms.has(id)) return 'running';
+    try {
+      if (existsSync(join(this.#dir(id), 'snapshot.zst'))) return 'suspended';
+    } catch { /* not an id */ }
+    return 'absent';
+  }
+
+  #vm(id: string): Vm {
+    const vm = this.#vms.get(id);
+    if (!vm) throw new DriverError('guest_unavailable', this.status(id) === 'suspended' ? 'the environment is suspended' : 'the environment is not running on this host');
+    return vm;
+  }
+
+  async suspend(id: string): Promise<void> {
+    if (this.status(id) === 'suspended') return;
+    const vm = this.#vm(id);
+    const dir = this.#dir(id);
+    const tmp = join(dir, 'snapshot.zst.tmp');
+    rmSync(tmp, { force: true });
+    // Guest buffers on the data disk first: the snapshot holds memory, the disk its own blocks.
+    await vm.channel.request(M.SYNC, Buffer.alloc(0), 30_000).catch(() => {});
+    await vm.qmp.cmd('stop');
+    await vm.qmp.cmd('migrate-set-parameters', { 'max-bandwidth': 8 * 1024 * 1024 * 1024 });
+    await vm.qmp.cmd('migrate', { uri: 'exec:zstd -q -1 -T1 -o /mnt/env/snapshot.zst.tmp' });
+    const deadline = performance.now() + 300_000;
+    for (;;) {
+      const st = await vm.qmp.cmd('query-migrate');
+      if (st.status === 'completed') break;
+      if (st.status === 'failed' || st.status === 'cancelled' || performance.now() > deadline) {
+        await vm.qmp.cmd('cont').catch(() => {});
+        throw new DriverError('guest_unavailable', `the memory snapshot failed (${String(st.status)}${st['error-desc'] ? `: ${String(st['error-desc'])}` : ''})`);
+      }
+      await new Promise((r) => setTimeout(r, 10));
+    }
+    // zstd may still be flushing: the file is complete once the exec'd command has exited.
+    vm.expectedExit = true;
+    await vm.qmp.cmd('quit').catch(() => {});
+    await vm.exited;
+    this.#vms.delete(id);
+    this.#teardown(id, vm);
+    renameSync(tmp, join(dir, 'snapshot.zst'));
+  }
+
+  async resume(id: string): Promise<void> {
+    if (this.#vms.has(id)) return;
+    if (this.status(id) !== 'suspended') throw new DriverError('guest_unavailable', 'the environment has no snapshot to resume');
+    const spec = this.#specOf(id);
+    await this.#boot(spec, null, true);
+  }
+
+  #specOf(id: string): VmSpec {
+    const rec = this.#record(id);
+    const arg = (flag: string) => rec?.argv[rec.argv.indexOf(flag) + 1] ?? '';
+    return { id, cpus: Number(arg('-smp')) || 1, memoryMib: parseInt(arg('-m'), 10) || 256, diskGib: 0 };
+  }
+
+  async stop(id: string): Promise<void> {
+    const vm = this.#vms.get(id);
+    try {
+      rmSync(join(this.#dir(id), 'snapshot.zst'), { force: true });
+    } catch { /* not an id */ }
+    if (!vm) {
+      await this.#cgroups.kill(id);
+      this.#cgroups.remove(id);
+      return;
+    }
+    vm.expectedExit = true;
+    await vm.channel.request(M.SYNC, Buffer.alloc(0), 10_000).catch(() => {});
+    await vm.qmp.cmd('quit').catch(() => {});
+    const killer = setTimeout(() => vm.proc.kill('SIGKILL'), 5_000);
+    await vm.exited;
+    clearTimeout(killer);
+    await this.#cgroups.kill(id);
+    this.#vms.delete(id);
+    this.#teardown(id, vm);
+  }
+
+  async destroy(id: string): Promise<void> {
+    await this.stop(id);
+    rmSync(this.#dir(id), { recursive: true, force: true });
+  }
+
+  leftovers(): string[] {
+    // QEMU dies with the host process (pdeathsig); what is left are snapshots, which are kept.
+    return this.#cgroups.leftovers().filter((id) => /^env_[0-9a-f]{24}$/.test(id) && !this.#vms.has(id) && this.status(id) !== 'suspended');
+  }
+
+  async stats(id: string): Promise<{ memoryBytes: number | null; cpuUsec: number | null }> {
+    return this.#cgroups.stats(id);
+  }
+
+  async exec(id: string, req: ExecRequest): Promise<ExecResult> {
+    const vm = this.#vm(id);
+    return vm.channel.exec(req, req.cwd ?? DATA_DISK);
+  }
+
+  async #fileOp(id: string, shim: string, args: string[], input?: Buffer, max = 64 * 1024 * 1024): Promise<{ code: number | null; stdout: Buffer }> {
+    const r = await this.exec(id, { command: ['/bin/sh', '-c', shim, 'file', ...args], env: { PATH: '/usr/bin:/bin' }, stdin: input, timeoutMs: 60_000, maxOutputBytes: max });
+    return { code: r.exitCode, stdout: r.stdout };
+  }
+
+  async readFile(id: string, path: string, maxBytes: number): Promise<Buffer> {
+    const r = await this.#fileOp(id, READ_SHIM, [path, String(maxBytes)], undefined, maxBytes + 1);
+    switch (r.code) {
+      case 0: return r.stdout;
+      case 3: throw new DriverError('file_not_found', 'no such file');
+      case 4: throw new DriverError('file_path_refused', 'the path leads out of the data disk (/home/agent)');
+      case 5: throw new DriverError('file_path_refused', 'the path is not a regular file');
+      case 6: throw new DriverError('file_path_refused', `the file is larger than ${maxBytes} bytes`);
+      default: throw new DriverError('file_failed', 'the file could not be read');
+    }
+  }
+
+  async writeFile(id: string, path: string, data: Buffer): Promise<{ path: string; size: number }> {
+    const r = await this.#fileOp(id, WRITE_SHIM, [path], data);
+    switch (r.code) {
+      case 0: return { path: r.stdout.toString('utf8'), size: data.length };
+      case 4: throw new DriverError('file_path_refused', 'the path leads out of the data disk (/home/agent)');
+      case 5: throw new DriverError('file_path_refused', 'the path is a directory');
+      default: throw new DriverError('file_failed', 'the file could not be written');
+    }
+  }
+
+  /** Bytes on the host of one environment: data disk, snapshot (for the bench and usage). */
+  sizes(id: string): { diskBytes: number; snapshotBytes: number } {
+    const size = (f: string) => {
+      try {
+        return statSync(join(this.#dir(id), f)).size;
+      } catch {
+        return 0;
+      }
+    };
+    return { diskBytes: size('disk.qcow2'), snapshotBytes: size('snapshot.zst') };
+  }
+
+  async close(): Promise<void> {
+    // Running VMs stop (their disks stay); suspended ones keep their snapshots for the next run.
+    await Promise.all([...this.#vms.keys()].map((id) => this.stop(id).catch(() => {})));
+  }
+}
+
+const READ_SHIM = `p=$(realpath -e -- "$1" 2>/dev/null) || exit 3; case "$p" in ${DATA_DISK}/*) ;; *) exit 4;; esac; [ -f "$p" ] || exit 5; s=$(stat -c %s -- "$p") || exit 7; [ "$s" -le "$2" ] || exit 6; exec cat -- "$p"`;
+const WRITE_SHIM = `p=$(realpath -m -- "$1" 2>/dev/null) || exit 4; case "$p" in ${DATA_DISK}/*) ;; *) exit 4;; esac; [ -d "$p" ] && exit 5; mkdir -p -- "$(dirname -- "$p")" 2>/dev/null || exit 7; cat > "$p" || exit 7; printf '%s' "$p"`;
+
+/** The SURFACE frame: `env`, `ca.pem`, `files/<n>`, `connections/<n>`, each name NUL length bytes. */
+export function surfacePayload(s: Surface): Buffer {
+  const parts: Buffer[] = [];
+  const add = (name: string, data: Buffer | string) => {
+    const b = Buffer.isBuffer(data) ? data : Buffer.from(data, 'utf8');
+    const len = Buffer.alloc(4);
+    len.writeUInt32LE(b.length, 0);
+    parts.push(Buffer.from(`${name}\0`, 'utf8'), len, b);
+  };
+  add('env', envFile(s.env));
+  add('ca.pem', s.caPem);
+  for (const [n, d] of Object.entries(s.files)) if (/^[^/\0]+$/.test(n) && n !== '.' && n !== '..') add(`files/${n}`, d);
+  for (const [n, d] of Object.entries(s.connections)) if (/^[^/\0]+$/.test(n) && n !== '.' && n !== '..') add(`connections/${n}`, d);
+  return Buffer.concat(parts);
+}
+
+/** A FIFO only `uid` (and root) may open; any old one is replaced. */
+function makeFifo(path: string, uid: number): string {
+  rmSync(path, { force: true });
+  const r = spawnSync('mkfifo', ['-m', '0600', path]);
+  if (r.status !== 0) throw new DriverError('start_failed', 'could not make the key FIFO');
+  chownSync(path, uid, uid);
+  return path;
+}
+
+/**
+ * Writes `data` into the FIFO once its reader opened it; if the reader dies first, opens
+ * the other end itself so the write does not wait forever. The FIFO is then removed.
+ */
+async function feedFifo(path: string, data: string, proc: ChildProcess): Promise<void> {
+  const release = () => {
+    try {
+      closeSync(openSync(path, fsConstants.O_RDONLY | fsConstants.O_NONBLOCK));
+    } catch { /* gone */ }
+  };
+  proc.once('exit', release);
+  if (proc.exitCode !== null || proc.signalCode !== null) release();
+  try {
+    const fh = await fsp.open(path, 'w');
+    try {
+      await fh.writeFile(data);
+    } finally {
+      await fh.close();
+    }
+  } finally {
+    proc.off('exit', release);
+    rmSync(path, { force: true });
+  }
+}
+
+function readTail(path: string): string {
+  try {
+    const t = readFileSync(path, 'utf8').trim().split('\n').slice(-3).join(' | ');
+    return t.slice(-400);
+  } catch {
+    return '';
+  }
+}
