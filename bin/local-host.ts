@@ -9,6 +9,8 @@ import { newId } from '../lib/ids.js';
 import type { RuntimeState } from '../environments/runtime.service.js';
 import { createHostAgent, type HostAgent, type HostAgentDeps } from '../hosts/host-agent.js';
 import { ProcessDriver } from '../hosts/drivers/process.js';
+import { QemuDriver } from '../hosts/drivers/qemu.js';
+import type { Keyring } from '../lib/crypto.js';
 import type { Surface } from '../hosts/driver.js';
 import { controlHandler, type ControlPorts } from '../hosts/control-socket.js';
 
@@ -27,6 +29,8 @@ export interface LocalHostDeps {
   log: Logger;
   runtime: RuntimeState;
   proxy: { host: string; port: number };
+  /** The master keyring: the qemu runtime wraps each data disk's key with it. */
+  keys: Pick<Keyring, 'encrypt' | 'decrypt'>;
   surfaceFor(environmentId: string): Promise<Surface | null>;
   /** What the control socket answers (hosts/control-socket.ts). */
   control: ControlPorts;
@@ -63,21 +67,30 @@ function hostIdFor(config: Readonly<Config>): string {
 export async function startLocalHost(deps: LocalHostDeps): Promise<HostAgent | null> {
   const { config, log } = deps;
   if (config.runtime === 'none') return null;
-  if (config.runtime === 'qemu') {
-    log.error('GATEWAY_RUNTIME=qemu: the QEMU microVM driver is not built yet (issue 16); no host runs, environments stay pending');
-    return null;
-  }
   const hostId = hostIdFor(config);
-  const driver = new ProcessDriver({
-    rootDir: resolve(config.envHost.environmentsDir ?? join(config.dataDir, 'environments')),
-    proxy: deps.proxy,
-    hostTag: hostId,
-    insecure: config.envHost.insecure,
-    cgroupRoot: config.envHost.cgroupRoot ?? undefined,
-    log,
-    control: (environmentId, peer) => controlHandler(deps.control, environmentId, peer),
-    browser: deps.browser,
-  });
+  const rootDir = resolve(config.envHost.environmentsDir ?? join(config.dataDir, 'environments'));
+  const control = (environmentId: string, peer: Parameters<typeof controlHandler>[2]) => controlHandler(deps.control, environmentId, peer);
+  let driver: ProcessDriver | QemuDriver;
+  if (config.runtime === 'qemu') {
+    driver = new QemuDriver({
+      rootDir, imageDir: resolve(config.envHost.qemuImageDir ?? join(config.dataDir, 'vm-image')), proxy: deps.proxy, hostTag: hostId,
+      keys: { wrap: (p, c) => deps.keys.encrypt(p, c), unwrap: (b, c) => deps.keys.decrypt(b, c) },
+      cgroupRoot: config.envHost.cgroupRoot ?? undefined, log, control, browser: deps.browser,
+    });
+    if (driver.capabilities().namespaces) {
+      // Built once per machine (content-addressed): a minute the first time, then reused.
+      try {
+        driver.image();
+      } catch (err) {
+        log.error({ err }, 'environment host NOT started: the qemu guest image could not be built; environments stay pending');
+        return null;
+      }
+    }
+  } else {
+    driver = new ProcessDriver({
+      rootDir, proxy: deps.proxy, hostTag: hostId, insecure: config.envHost.insecure, cgroupRoot: config.envHost.cgroupRoot ?? undefined, log, control, browser: deps.browser,
+    });
+  }
   const caps = driver.capabilities();
   if (!caps.namespaces) {
     log.error({ missing: caps.missing }, 'environment host NOT started: this machine cannot give environments their own namespaces, so nothing could run sealed; environments stay pending');

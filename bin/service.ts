@@ -400,7 +400,7 @@ export async function startService(config: Readonly<Config>, log: Logger, opts: 
   // A VM's /run/service/browser.sock serves its own leases' CDP endpoints (set up with the browser pool below).
   let vmCdpUpgrade: (environmentId: string, req: import('node:http').IncomingMessage, socket: import('node:stream').Duplex, head: Buffer) => void = (_e, _r, socket) => socket.destroy();
   hostAgent = await startLocalHost({
-    config, db, clock, log, runtime: runtimeState,
+    config, db, clock, log, runtime: runtimeState, keys: keyring,
     proxy: { host: wildcardBind ? '127.0.0.1' : config.host, port: proxy.port },
     surfaceFor,
     control: {

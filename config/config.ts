@@ -47,6 +47,8 @@ export interface Config {
     environmentsDir: string | null;
     /** GATEWAY_CGROUP_ROOT: where the cgroup trees are mounted (default /sys/fs/cgroup). */
     cgroupRoot: string | null;
+    /** GATEWAY_QEMU_IMAGE_DIR: where the qemu runtime builds and keeps guest images (default DATA_DIR/vm-image). */
+    qemuImageDir: string | null;
     /** GATEWAY_HOST_RPC_PORT: where the host serves exec and files to other processes (0: any free port). */
     rpcPort: number;
     /** GATEWAY_HOST_RPC_URL: the address other processes use for it (default http://HOST:port). */
@@ -109,6 +111,7 @@ const schema = Joi.object({
   GATEWAY_HOST_CPUS: Joi.number().integer().min(1).max(100_000),
   GATEWAY_HOST_MEMORY_MIB: Joi.number().integer().min(256).max(1_000_000_000),
   GATEWAY_ENVIRONMENTS_DIR: Joi.string().min(1),
+  GATEWAY_QEMU_IMAGE_DIR: Joi.string().min(1),
   GATEWAY_HOST_RPC_PORT: port.default(0),
   GATEWAY_CGROUP_ROOT: Joi.string().min(1),
   GATEWAY_HOST_RPC_URL: httpUrl.allow(''),
@@ -180,6 +183,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Readonly<Confi
       cpus: value.GATEWAY_HOST_CPUS ?? null,
       memoryMib: value.GATEWAY_HOST_MEMORY_MIB ?? null,
       environmentsDir: nonEmpty(value.GATEWAY_ENVIRONMENTS_DIR),
+      qemuImageDir: nonEmpty(value.GATEWAY_QEMU_IMAGE_DIR),
       rpcPort: value.GATEWAY_HOST_RPC_PORT,
       cgroupRoot: nonEmpty(value.GATEWAY_CGROUP_ROOT),
       rpcUrl: nonEmpty(value.GATEWAY_HOST_RPC_URL)?.replace(/\/+$/, '') ?? null,

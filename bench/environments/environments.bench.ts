@@ -1,11 +1,13 @@
 /**
- * Environments on the process runtime (issue 12, item 7): create → running, suspend →
+ * Environments on the process runtime (issue 12, item 7) or, with BENCH_RUNTIME=qemu, the
+ * QEMU microVM runtime (issue 16, item 5: boot, suspend, resume, snapshot size): create → running, suspend →
  * suspended, resume → running, stop → running (a fresh boot on the kept disk), exec
  * round trip; memory per idle environment; how many idle environments a 24 GiB host
  * holds. Printed next to the targets, never asserted (docs/performance.md, "Environments").
  *
  *   npx tsx bench/environments/environments.bench.ts            # SQLite, 40 environments
  *   BENCH_N=100 DATABASE_URL=mysql://root@127.0.0.1:3306/gw_bench npx tsx bench/environments/environments.bench.ts
+ *   BENCH_RUNTIME=qemu npx tsx bench/environments/environments.bench.ts  # 3 microVMs (TCG here)
  *
  * Latency is measured through the public API as a developer sees it: from the call's
  * start until GET /v1/environments/{id} first shows the state (polled every 2 ms, so a
@@ -23,7 +25,8 @@ import { loadConfig } from '../../config/config.js';
 import { silentLogger } from '../../lib/log.js';
 import { startService } from '../../bin/service.js';
 
-const N = Number(process.env.BENCH_N ?? 40);
+const RUNTIME = process.env.BENCH_RUNTIME === 'qemu' ? 'qemu' : 'process';
+const N = Number(process.env.BENCH_N ?? (RUNTIME === 'qemu' ? 3 : 40));
 const HOST_GIB = 24;
 
 function pct(xs: number[], p: number): number {
@@ -36,7 +39,8 @@ const dataDir = mkdtempSync(join(tmpdir(), 'gw-bench-env-'));
 const key = `sk_${randomBytes(20).toString('hex')}`;
 const config = loadConfig({
   ...(process.env.DATABASE_URL ? { DATABASE_URL: process.env.DATABASE_URL } : { DATABASE_URL: `sqlite:${join(dataDir, 'gateway.sqlite')}` }),
-  DATA_DIR: dataDir, API_PORT: '0', PROXY_PORT: '0', GATEWAY_RUNTIME: 'process',
+  DATA_DIR: dataDir, API_PORT: '0', PROXY_PORT: '0', GATEWAY_RUNTIME: RUNTIME,
+  ...(RUNTIME === 'qemu' ? { GATEWAY_QEMU_IMAGE_DIR: process.env.GATEWAY_QEMU_IMAGE_DIR ?? '/var/cache/agent-gateway/vm-image' } : {}),
   GATEWAY_BOOTSTRAP_API_KEY: key, GATEWAY_MASTER_KEY: randomBytes(32).toString('base64'), LOG_LEVEL: 'silent',
 });
 const svc = await startService(config, silentLogger);
@@ -69,6 +73,7 @@ const suspend: number[] = [];
 const resume: number[] = [];
 const stopStart: number[] = [];
 const execRt: number[] = [];
+const snapshotMiB: number[] = [];
 const ids: string[] = [];
 for (let i = 0; i < N; i++) {
   let id = '';
@@ -78,7 +83,7 @@ for (let i = 0; i < N; i++) {
   }));
   ids.push(id);
 }
-for (const id of ids.slice(0, Math.min(N, 30))) {
+for (const id of ids.slice(0, Math.min(N, RUNTIME === 'qemu' ? N : 30))) {
   execRt.push(await timed(async () => {
     await api('POST', `/v1/environments/${id}/exec`, { command: ['true'] });
   }));
@@ -86,6 +91,8 @@ for (const id of ids.slice(0, Math.min(N, 30))) {
     await api('POST', `/v1/environments/${id}/suspend`);
     await until(id, 'suspended');
   }));
+  const sizes = (svc.host.driver as { sizes?: (id: string) => { snapshotBytes: number } }).sizes?.(id);
+  if (sizes) snapshotMiB.push(sizes.snapshotBytes / 1024 / 1024);
   resume.push(await timed(async () => {
     await api('POST', `/v1/environments/${id}/resume`);
     await until(id, 'running');
@@ -133,6 +140,21 @@ const pssPerEnvMiB = pssTotal / ids.length / 1024;
 const cgPerEnvMiB = cgTotal / ids.length / 1024 / 1024;
 const hostRss = Number(/VmRSS:\s+(\d+)/.exec(readFileSync('/proc/self/status', 'utf8'))?.[1] ?? 0) / 1024;
 
+if (RUNTIME === 'qemu') {
+  // QEMU's RSS, by its cgroup (guest memory touched + QEMU itself).
+  console.log(`\nEnvironments, qemu runtime (${(svc.host.driver as { accel?: string }).accel ?? '?'}; ${process.env.DATABASE_URL ? 'MySQL' : 'SQLite'}), ${N} microVMs, 1 cpu / 512 MiB each\n`);
+  console.log(`  create → running (boot) ${fmt(create)}`);
+  console.log(`  suspend → suspended     ${fmt(suspend)}`);
+  console.log(`  resume → running        ${fmt(resume)}`);
+  console.log(`  stop → running (boot)   ${fmt(stopStart)}`);
+  console.log(`  exec round trip (true)  ${fmt(execRt)}`);
+  console.log(`  snapshot size (zstd)    p50 ${pct(snapshotMiB, 50).toFixed(1)} MiB   max ${Math.max(...snapshotMiB).toFixed(1)} MiB`);
+  console.log(`  idle memory per VM (cgroup: QEMU + guest pages touched): ${cgPerEnvMiB.toFixed(1)} MiB\n`);
+  for (const id of ids) await api('DELETE', `/v1/environments/${id}`);
+  for (const id of ids) await until(id, 'destroyed');
+  await svc.close();
+  process.exit(0);
+}
 console.log(`\nEnvironments, process runtime (${process.env.DATABASE_URL ? 'MySQL' : 'SQLite'}), ${N} environments, 1 cpu / 512 MiB each\n`);
 console.log(`  create → running        ${fmt(create)}    target p50 < 300 ms`);
 console.log(`  suspend → suspended     ${fmt(suspend)}`);

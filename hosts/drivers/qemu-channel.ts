@@ -218,6 +218,7 @@ export class Qmp {
   #buf = '';
   #waiters: Array<(msg: Record<string, unknown>) => void> = [];
   #chain: Promise<unknown> = Promise.resolve();
+  #closed = false;
 
   private constructor(readonly socket: Socket) {
     socket.setEncoding('utf8');
@@ -239,6 +240,7 @@ export class Qmp {
       }
     });
     socket.on('close', () => {
+      this.#closed = true;
       for (const w of this.#waiters.splice(0)) w({ error: { desc: 'QMP connection closed' } });
     });
     socket.on('error', () => {});
@@ -257,6 +259,8 @@ export class Qmp {
 
   cmd(execute: string, args?: Record<string, unknown>): Promise<Record<string, unknown>> {
     const run = async () => {
+      // QEMU gone: no answer will ever come.
+      if (this.#closed) throw new DriverError('guest_unavailable', `QMP ${execute}: QEMU is gone`);
       const answer = this.#next();
       this.socket.write(`${JSON.stringify(args ? { execute, arguments: args } : { execute })}\n`);
       const msg = await answer;

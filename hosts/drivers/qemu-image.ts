@@ -1,6 +1,6 @@
 import { execFileSync, spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { chmodSync, closeSync, existsSync, mkdirSync, mkdtempSync, openSync, readFileSync, lstatSync, readdirSync, readlinkSync, realpathSync, renameSync, rmSync, symlinkSync, writeFileSync, writeSync } from 'node:fs';
+import { chmodSync, closeSync, existsSync, mkdirSync, mkdtempSync, openSync, readFileSync, lstatSync, statSync, readdirSync, readlinkSync, realpathSync, renameSync, rmSync, symlinkSync, writeFileSync, writeSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -61,12 +61,18 @@ function kernelPackage(): string {
 
 /** The installed packages of ROOTFS_PACKAGES and everything they depend on. */
 function packageClosure(): string[] {
-  const missing = ROOTFS_PACKAGES.filter((p) => spawnSync('dpkg-query', ['-W', '-f=${Status}', p], { encoding: 'utf8' }).stdout !== 'install ok installed');
+  // One dpkg-query for every package's status (a call per package costs seconds).
+  const installed = new Set<string>();
+  for (const line of run('dpkg-query', ['-W', '-f=${Package} ${Status}\n']).toString('utf8').split('\n')) {
+    const [name, ...status] = line.split(' ');
+    if (name && status.join(' ') === 'install ok installed') installed.add(name);
+  }
+  const missing = ROOTFS_PACKAGES.filter((p) => !installed.has(p));
   if (missing.length) throw new Error(`the guest image needs these Debian packages installed on the host: ${missing.join(' ')} (apt-get install -y ${missing.join(' ')})`);
   const out = run('apt-cache', ['depends', '--recurse', '--installed', '--no-recommends', '--no-suggests', '--no-conflicts', '--no-breaks', '--no-replaces', '--no-enhances', ...ROOTFS_PACKAGES]).toString('utf8');
   const names = new Set<string>();
   for (const line of out.split('\n')) if (line && !line.startsWith(' ') && !line.startsWith('<')) names.add(line.trim());
-  return [...names].filter((p) => spawnSync('dpkg-query', ['-W', '-f=${Status}', p], { encoding: 'utf8' }).stdout === 'install ok installed').sort();
+  return [...names].filter((p) => installed.has(p)).sort();
 }
 
 /** The ELF inside a bzImage compressed with xz (Debian's): the data from the xz magic on, decompressed. */
@@ -195,6 +201,7 @@ function buildRootfs(work: string, packages: string[], out: string): void {
   spawnSync('ldconfig', ['-r', root]);
   for (const d of ['dev', 'proc', 'sys', 'run', 'tmp', 'var/tmp', 'home/agent', 'root', 'mnt']) mkdirSync(join(root, d), { recursive: true });
   chmodSync(join(root, 'tmp'), 0o1777);
+  chmodSync(join(root, 'root'), 0o700); // as Debian has it: the agent (uid 1000) cannot list it
   const du = Number(spawnSync('du', ['-sm', root], { encoding: 'utf8' }).stdout.split('\t')[0]);
   const sizeMib = Math.ceil(du * 1.15) + 64;
   const mk = spawnSync('mke2fs', ['-q', '-F', '-t', 'ext4', '-O', '^has_journal', '-L', 'gw-root', '-d', root, out, `${sizeMib}M`], { encoding: 'utf8' });
@@ -203,6 +210,32 @@ function buildRootfs(work: string, packages: string[], out: string): void {
 
 /** The image for this host, built when missing (takes a minute: kernel download, rootfs copy). */
 export function ensureGuestImage(baseDir: string, log: (msg: string) => void = () => {}): GuestImage {
+  // Fast path (every host start): nothing that goes in changed since the last look, when the
+  // package database and lists, the agent and this builder are as they were.
+  const stat = (f: string) => {
+    try {
+      const st = statSync(f);
+      return `${st.size}:${st.mtimeMs}`;
+    } catch {
+      return '-';
+    }
+  };
+  const fingerprint = createHash('sha256').update(readFileSync(agentSource())).update(readFileSync(fileURLToPath(import.meta.url)))
+    .update(stat('/var/lib/dpkg/status')).update(stat('/var/lib/apt/lists')).digest('hex');
+  const pointer = join(baseDir, `last-${fingerprint.slice(0, 16)}`);
+  if (existsSync(pointer)) {
+    const dir = readFileSync(pointer, 'utf8').trim();
+    if (existsSync(join(dir, 'done'))) {
+      const kpkgLine = readFileSync(join(dir, 'done'), 'utf8').split('\n')[0]!;
+      return { dir, kernel: join(dir, 'vmlinux'), initrd: join(dir, 'initrd.cpio'), rootfs: join(dir, 'rootfs.img'), kernelVersion: kpkgLine.replace('linux-image-', '') };
+    }
+  }
+  const image = resolveGuestImage(baseDir, log);
+  writeFileSync(pointer, `${image.dir}\n`);
+  return image;
+}
+
+function resolveGuestImage(baseDir: string, log: (msg: string) => void): GuestImage {
   const kpkg = kernelPackage();
   const packages = packageClosure();
   const src = readFileSync(agentSource());

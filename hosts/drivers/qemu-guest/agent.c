@@ -210,11 +210,14 @@ static void boot(void) {
   mkdir("/run/service/connections", 0755);
 
   if (find_disk("data", data, sizeof data) != 0) die("no data disk");
-  if (!has_ext4(data)) {
+  int fresh = !has_ext4(data);
+  if (fresh) {
     char *mk[] = {"/usr/sbin/mke2fs", "-q", "-F", "-t", "ext4", "-E", "root_owner=1000:1000", "-L", "agent-data", data, NULL};
     if (run_wait(mk) != 0) die("format the data disk");
   }
   if (mount(data, "/home/agent", "ext4", MS_NOSUID | MS_NODEV | MS_NOATIME, NULL) != 0) die("mount data disk");
+  /* The agent's disk starts empty, as the process runtime's does (fsck makes lost+found when it needs one). */
+  if (fresh) rmdir("/home/agent/lost+found");
   if (chown("/home/agent", AGENT_UID, AGENT_UID) != 0) logf_("chown /home/agent: %s", strerror(errno));
 
   sethostname("env", 3);

@@ -1,0 +1,412 @@
+import { expect } from 'chai';
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { startTestService, type TestService } from './service.js';
+import { startFakeUpstream, type FakeUpstream } from './upstream.js';
+import { exec, sh, skipWithoutRuntime, waitState as waitStateDefault } from './runtime.js';
+
+const API_KEY_VALUE = 'sk_real_value_the_vm_must_never_see_0123456789';
+
+export type RuntimeKind = 'process' | 'qemu';
+
+export interface RuntimeSuiteOptions {
+  /** Skips the suite (saying why) where this runtime cannot run. */
+  skip(ctx: Mocha.Context): void;
+  /** Extra service variables (the qemu image directory, say). */
+  env?: Record<string, string>;
+}
+
+/**
+ * Environments that really run (issues 12 and 16), driver-agnostic: the same tests run
+ * against the process sandbox (test/integration/environments-runtime.test.ts) and the QEMU
+ * microVM (test/qemu/environments-runtime.test.ts, its own CI step). Each environment is a
+ * real sandbox or VM; the gateway in front of it is the real proxy, its upstream a local
+ * HTTPS server that stands in for api.example.com. Where the drivers differ by nature (a
+ * VM has its own kernel threads, a NIC to the gateway's forwards, an encrypted disk the
+ * host cannot read), the expectation says which and why.
+ */
+export function runtimeSuite(kind: RuntimeKind, opts: RuntimeSuiteOptions = { skip: skipWithoutRuntime }): void {
+describe(`environments runtime (${kind === 'process' ? 'process sandbox' : 'QEMU microVM'})`, function () {
+  this.timeout(kind === 'qemu' ? 240_000 : 60_000);
+  const vm = kind === 'qemu';
+  const waitState = (api: TestService['api'], id: string, want: string) => waitStateDefault(api, id, want, vm ? 180_000 : 15_000);
+  let t: TestService;
+  let up: FakeUpstream;
+  let dir: string;
+  let env: any;
+
+  before(async function () {
+    opts.skip(this);
+    up = await startFakeUpstream();
+    dir = mkdtempSync(join(tmpdir(), 'gw-runtime-'));
+    writeFileSync(join(dir, 'upstream-ca.pem'), up.ca.certPem);
+    t = await startTestService({
+      GATEWAY_RUNTIME: kind,
+      ...opts.env,
+      GATEWAY_UPSTREAM_OVERRIDES: ['api.example.com', 'oauth2.googleapis.com', 'gmail.googleapis.com'].map((h) => `${h}=127.0.0.1:${up.port}`).join(','),
+      GATEWAY_UPSTREAM_CA_FILE: join(dir, 'upstream-ca.pem'),
+    });
+    const created = await t.api.post('/v1/environments', {
+      end_user_id: 'runtime-user',
+      resources: { cpus: 1, memory_mib: 512 },
+      env: { GREETING: 'hello' },
+      files: { 'settings.json': '{"a":1}' },
+      egress_allow: ['api.example.com'],
+      secrets: { API_KEY: { value: API_KEY_VALUE, allowed_hosts: ['api.example.com'] } },
+    });
+    expect(created.status).to.equal(201);
+    env = await waitState(t.api, created.body.id, 'running');
+  });
+  after(async () => {
+    await t?.close();
+    await up?.close();
+    if (dir) rmSync(dir, { recursive: true, force: true });
+  });
+
+  it('runs: placed on the local host, state running, with events placed and running', async () => {
+    expect(env.host_id).to.match(/^host_/);
+    const events = (await t.api.get(`/v1/environments/${env.id}/events`)).body.data.map((e: any) => `${e.kind}:${e.source}`);
+    expect(events).to.include.members(['created:api', 'placed:host', 'running:host']);
+    const hosts = await t.api.get('/v1/hosts');
+    const host = hosts.body.data.find((h: any) => h.id === env.host_id);
+    expect(host.status).to.equal('online');
+    expect(host.capabilities).to.include({ network_sealed: true, namespaces: true });
+  });
+
+  it('gives processes the placeholder, never the secret value, and the gateway proxy and CA variables', async () => {
+    const r = await sh(t.api, env.id, 'printenv API_KEY; printenv GREETING; echo $HTTPS_PROXY; echo $SSL_CERT_FILE $NODE_EXTRA_CA_CERTS $REQUESTS_CA_BUNDLE $CURL_CA_BUNDLE $GIT_SSL_CAINFO; id -un; pwd');
+    const [placeholder, greeting, proxy, cas, user, cwd] = r.stdout.trim().split('\n');
+    expect(placeholder).to.match(/^svcph_[0-9a-f]+$/);
+    expect(greeting).to.equal('hello');
+    expect(proxy).to.match(new RegExp(`^http://${env.id}:[^@]+@127\\.0\\.0\\.1:3128$`));
+    expect(cas!.split(' ')).to.deep.equal(Array(5).fill('/run/service/ca.pem'));
+    expect(user).to.equal('agent');
+    expect(cwd).to.equal('/home/agent');
+    const all = await sh(t.api, env.id, 'printenv; cat /run/service/env; cat /proc/1/environ; grep -r . /run/service 2>/dev/null');
+    expect(all.stdout).to.not.include(API_KEY_VALUE);
+    expect(all.stdout).to.not.include('GATEWAY_');
+    expect(all.stdout).to.not.include('DATABASE_URL');
+  });
+
+  it('has /run/service: env, read-only config files, the CA', async () => {
+    const r = await sh(t.api, env.id, 'cat /run/service/files/settings.json; echo; . /run/service/env; echo $GREETING; head -1 /run/service/ca.pem; echo x > /run/service/files/settings.json 2>/dev/null && echo WRITABLE || echo readonly');
+    expect(r.stdout.replace(/\r/g, '').split('\n')).to.deep.equal(['{"a":1}', 'hello', '-----BEGIN CERTIFICATE-----', 'readonly', '']);
+  });
+
+  it('curl inside reaches an allowed host through the gateway with the real secret swapped in, and it is audited', async () => {
+    expect((await t.api.put(`/v1/environments/${env.id}/policy`, { rules: [{ connector: 'secret:API_KEY', category: 'read', effect: 'allow' }] })).status).to.equal(200);
+    up.seen.length = 0;
+    const r = await sh(t.api, env.id, 'curl -sS -H "Authorization: Bearer $API_KEY" https://api.example.com/v1/things');
+    expect(r.exit_code, r.stderr).to.equal(0);
+    expect(JSON.parse(r.stdout)).to.include({ ok: true, url: '/v1/things' });
+    expect(up.seen[0]!.headers.authorization).to.equal(`Bearer ${API_KEY_VALUE}`);
+    const audit = await t.api.get(`/v1/audit-log?environment_id=${env.id}`);
+    expect(audit.body.data.some((e: any) => e.host === 'api.example.com' && e.path === '/v1/things' && e.decision === 'allow')).to.equal(true);
+  });
+
+  it('python and node inside trust the gateway CA with no set-up', async () => {
+    const py = await sh(t.api, env.id, `python3 -c "import urllib.request,os; print(urllib.request.urlopen(urllib.request.Request('https://api.example.com/py', headers={'Authorization': 'Bearer '+os.environ['API_KEY']})).status)"`);
+    expect(py.stdout.trim(), py.stderr).to.equal('200');
+  });
+
+  it('a connection\'s stand-in reaches /run/service/connections and the control socket; the gateway swaps it for the real token', async () => {
+    const GOOGLE_TOKEN = 'ya29.real-google-access-token-never-inside';
+    const respond = up.respond;
+    let scope = '';
+    up.respond = (req, res) => {
+      if (req.url === '/token') {
+        res.writeHead(200, { 'content-type': 'application/json' });
+        return res.end(JSON.stringify({ access_token: GOOGLE_TOKEN, refresh_token: '1//r', expires_in: 3599, scope, token_type: 'Bearer' }));
+      }
+      respond(req, res);
+    };
+    await t.api.put('/v1/oauth-clients/google', { client_id: 'g', client_secret: 'gs' });
+    const link = await t.api.post('/v1/connections/authorize', { end_user_id: 'runtime-user', connectors: ['gmail'], return_url: 'https://app.example.com/done' });
+    expect(link.status, link.text).to.equal(201);
+    const state = new URL(link.body.url).searchParams.get('state')!;
+    scope = new URL(link.body.url).searchParams.get('scope')!;
+    const cb = await fetch(`${t.url}/v1/oauth/google/callback?${new URLSearchParams({ state, code: 'c1' })}`, { redirect: 'manual' });
+    expect(new URL(cb.headers.get('location')!).searchParams.get('status'), cb.headers.get('location')!).to.equal('ok');
+    const standIn = (await t.api.get(`/v1/environments/${env.id}/stand-in-tokens`)).body.data[0].token as string;
+    const t0 = Date.now();
+    let file = '';
+    while (Date.now() - t0 < 10_000) {
+      file = (await sh(t.api, env.id, 'cat /run/service/connections/gmail 2>/dev/null || true')).stdout;
+      if (file) break;
+      await new Promise((r) => setTimeout(r, 200));
+    }
+    expect(file).to.equal(standIn);
+    const ctl = await sh(t.api, env.id, 'curl -sS --unix-socket /run/service/control.sock http://control/connections; echo; curl -s -o /dev/null -w "%{http_code}" --unix-socket /run/service/control.sock http://control/nope');
+    const [listed, notFound] = ctl.stdout.split('\n');
+    expect(JSON.parse(listed!).data).to.deep.equal([{ connector: 'gmail', connection_id: JSON.parse(listed!).data[0].connection_id, token: standIn }]);
+    expect(notFound).to.equal('404');
+    await t.api.put(`/v1/environments/${env.id}/policy`, { rules: [{ connector: 'secret:API_KEY', category: 'read', effect: 'allow' }, { connector: 'gmail', category: 'read', effect: 'allow' }] });
+    up.seen.length = 0;
+    const r = await sh(t.api, env.id, 'curl -sS -H "Authorization: Bearer $(cat /run/service/connections/gmail)" https://gmail.googleapis.com/gmail/v1/users/me/messages');
+    expect(r.exit_code, r.stderr).to.equal(0);
+    expect(up.seen.at(-1)!.headers.authorization).to.equal(`Bearer ${GOOGLE_TOKEN}`);
+    const inside = await sh(t.api, env.id, 'grep -r . /run/service /home/agent 2>/dev/null; printenv');
+    expect(inside.stdout).to.not.include(GOOGLE_TOKEN);
+    up.respond = respond;
+  });
+
+  it('memory_mib is a ceiling: a process that allocates past it is killed, the environment lives on', async () => {
+    const r = await exec(t.api, env.id, ['python3', '-c', 'b = bytearray(700 * 1024 * 1024); print("allocated")']);
+    expect(r.status).to.equal(200);
+    expect(r.body.stdout).to.not.include('allocated');
+    // The process sandbox's cgroup kills it (SIGKILL, 137); a VM's kernel has no more memory
+    // to give and refuses the allocation (MemoryError, 1) or its OOM killer ends it (137).
+    if (vm) expect([1, 137]).to.include(r.body.exit_code);
+    else expect(r.body.exit_code).to.equal(137);
+    expect((await sh(t.api, env.id, 'echo alive')).stdout).to.equal('alive\n');
+  });
+
+  describe('escape attempts from inside', () => {
+    it('cannot go around the proxy: curl --noproxy, raw TCP to 1.1.1.1, to the API port, to the proxy port, to the host\'s addresses', async () => {
+      const noproxy = await sh(t.api, env.id, "curl -sS --noproxy '*' --max-time 5 https://example.com; echo rc=$?");
+      expect(noproxy.stdout).to.match(/rc=[1-9]/);
+      const apiPort = new URL(t.url).port;
+      const proxyPort = new URL(t.svc.proxyUrl!).port;
+      const py = await sh(t.api, env.id, `python3 - <<'EOF'
+import socket
+for host, port in [('1.1.1.1', 443), ('8.8.8.8', 53), ('127.0.0.1', ${apiPort}), ('127.0.0.1', ${proxyPort}), ('10.0.2.2', 80), ('169.254.169.254', 80)]:
+    s = socket.socket(); s.settimeout(3)
+    try:
+        s.connect((host, port)); print('CONNECTED', host, port)
+    except Exception as e:
+        print('refused', host, port, type(e).__name__)
+try:
+    u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); u.sendto(b'x', ('1.1.1.1', 53)); print('UDP SENT')
+except Exception as e:
+    print('udp refused', type(e).__name__)
+EOF
+ip -o link 2>/dev/null | awk '{print $2}'; cat /proc/net/route | wc -l`);
+      expect(py.stdout).to.not.include('CONNECTED');
+      expect(py.stdout).to.not.include('UDP SENT');
+      if (vm) {
+        // Loopback and the NIC to slirp's forwards; one route, the slirp subnet: no default route.
+        expect(py.stdout).to.match(/lo:\s*\neth0:\s*\n2\s*$/);
+      } else {
+        // Only the loopback interface exists; the routing table has no route (header line only).
+        expect(py.stdout).to.match(/lo:\s*\n1\s*$/);
+      }
+    });
+
+    it('cannot read the host\'s files: the master key, the store, DATA_DIR, another environment\'s disk', async () => {
+      const dataDir = resolve(t.svc.dataDir);
+      const other = await t.api.post('/v1/environments', { end_user_id: 'runtime-other', resources: { cpus: 1, memory_mib: 512 } });
+      await waitState(t.api, other.body.id, 'running');
+      await sh(t.api, other.body.id, 'echo other-secret > mine.txt');
+      // The process runtime's disk is a directory; a VM's an encrypted qcow2 the host cannot read.
+      const otherDisk = vm ? join(dataDir, 'environments', other.body.id, 'disk.qcow2') : join(dataDir, 'environments', other.body.id, 'disk', 'mine.txt');
+      expect(existsSync(otherDisk)).to.equal(true);
+      const r = await sh(t.api, env.id, `for p in ${dataDir}/master.key ${dataDir} ${otherDisk} /work /root /proc/1/root${dataDir} /etc/shadow /etc/mysql; do cat "$p" 2>/dev/null && echo "READ $p"; ls "$p" >/dev/null 2>&1 && echo "LISTED $p"; done; ls /; find / -name 'master.key' -o -name '*.sqlite' 2>/dev/null | head`);
+      expect(r.stdout).to.not.match(/READ|LISTED/);
+      expect(r.stdout).to.not.include('other-secret');
+      expect(r.stdout).to.not.include('master.key');
+      expect(r.stdout.split('\n').slice(0, 12).join(' ')).to.not.include('work');
+      await t.api.delete(`/v1/environments/${other.body.id}`);
+    });
+
+    it('sees only its own processes and holds no capability', async () => {
+      // A VM's own kernel threads (children of its kthreadd, pid 2) are not processes of anyone's.
+      const count = vm ? "ps -eo pid,ppid --no-headers | awk '$1!=2 && $2!=2' | wc -l" : 'ps -eo pid,user,comm --no-headers | wc -l';
+      const r = await sh(t.api, env.id, `${count}; grep -E '^(CapEff|CapPrm|NoNewPrivs)' /proc/self/status; cat /proc/self/uid_map`);
+      const lines = r.stdout.trim().split('\n');
+      expect(Number(lines[0])).to.be.lessThan(12);
+      expect(lines).to.include.members(['CapPrm:\t0000000000000000', 'CapEff:\t0000000000000000', 'NoNewPrivs:\t1']);
+    });
+  });
+
+  describe('exec', () => {
+    it('takes argv, cwd, env and stdin, and reports exit code and duration', async () => {
+      const r = await exec(t.api, env.id, ['/bin/sh', '-c', 'pwd; echo "$FOO"; cat; exit 3'], { cwd: '/tmp', env: { FOO: 'bar' }, stdin: 'from-stdin' });
+      expect(r.status).to.equal(200);
+      expect(r.body).to.include({ exit_code: 3, stdout: '/tmp\nbar\nfrom-stdin', stderr: '' });
+      expect(r.body.duration_ms).to.be.a('number');
+    });
+
+    it('a command that is not there is 503 exec_failed', async () => {
+      const r = await exec(t.api, env.id, ['no-such-command-here']);
+      expect(r.status).to.equal(503);
+      expect(r.body.error).to.equal('exec_failed');
+    });
+
+    it('past timeout_secs: 503 exec_timeout, and the whole process tree is killed', async () => {
+      const r = await exec(t.api, env.id, ['/bin/sh', '-c', 'sleep 300 & sleep 301'], { timeout_secs: 1 });
+      expect(r.status).to.equal(503);
+      expect(r.body.error).to.equal('exec_timeout');
+      const ps = await sh(t.api, env.id, 'ps -eo args --no-headers | grep -c "^sleep 30[01]" || true');
+      expect(ps.stdout.trim()).to.equal('0');
+    });
+
+    it('caps stdout at 1 MiB and says it truncated', async () => {
+      const r = await sh(t.api, env.id, 'head -c 1500000 /dev/zero | tr "\\0" a');
+      expect(r.stdout.length).to.equal(1024 * 1024);
+      expect((r as any).stdout_truncated).to.equal(true);
+      expect((r as any).stderr_truncated).to.equal(false);
+    });
+
+    it('streams output as server-sent events with Accept: text/event-stream', async () => {
+      const res = await fetch(`${t.url}/v1/environments/${env.id}/exec`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${t.api.key}`, 'content-type': 'application/json', accept: 'text/event-stream' },
+        body: JSON.stringify({ command: ['/bin/sh', '-c', 'echo one; sleep 0.3; echo two >&2; exit 4'] }),
+      });
+      expect(res.status).to.equal(200);
+      expect(res.headers.get('content-type')).to.match(/^text\/event-stream/);
+      const text = await res.text();
+      expect(text).to.include('event: stdout\ndata: {"data":"one\\n"}');
+      expect(text).to.include('event: stderr\ndata: {"data":"two\\n"}');
+      expect(text).to.match(/event: exit\ndata: \{"exit_code":4,/);
+    });
+
+    it('validates its body: 422 for a wrong shape, 400 for out-of-range timeout', async () => {
+      expect((await t.api.post(`/v1/environments/${env.id}/exec`, { command: 'ls' })).status).to.equal(422);
+      expect((await t.api.post(`/v1/environments/${env.id}/exec`, { command: [] })).status).to.equal(400);
+      expect((await t.api.post(`/v1/environments/${env.id}/exec`, { command: ['ls'], timeout_secs: 601 })).status).to.equal(400);
+      expect((await t.api.post(`/v1/environments/env_000000000000000000000000/exec`, { command: ['ls'] })).status).to.equal(404);
+    });
+  });
+
+  describe('files', () => {
+    it('writes and reads utf8 and base64 on the data disk; relative paths are relative to it', async () => {
+      const w = await t.api.put(`/v1/environments/${env.id}/files`, { path: 'notes/today.txt', content: 'héllo' });
+      expect(w.status).to.equal(200);
+      expect(w.body).to.deep.equal({ path: '/home/agent/notes/today.txt', size: 6 });
+      const r = await t.api.get(`/v1/environments/${env.id}/files?path=/home/agent/notes/today.txt`);
+      expect(r.body).to.deep.equal({ path: '/home/agent/notes/today.txt', content: Buffer.from('héllo').toString('base64'), encoding: 'base64', size: 6 });
+      const bin = Buffer.from([0, 1, 2, 255]);
+      expect((await t.api.put(`/v1/environments/${env.id}/files`, { path: 'b.bin', content: bin.toString('base64'), encoding: 'base64' })).body.size).to.equal(4);
+      const seen = await sh(t.api, env.id, 'od -An -tx1 b.bin; stat -c %U notes/today.txt');
+      expect(seen.stdout.replace(/\s+/g, ' ').trim()).to.equal('00 01 02 ff agent');
+    });
+
+    it('refuses .., paths off the disk and symlinks out of it with 400; a missing file is 404', async () => {
+      await sh(t.api, env.id, 'ln -sf /etc/passwd link-out; ln -sfn /etc dir-out');
+      for (const path of ['../etc/passwd', '/home/agent/../agent/x', '/etc/passwd', '/tmp/x', 'link-out', 'dir-out/passwd']) {
+        const r = await t.api.get(`/v1/environments/${env.id}/files?path=${encodeURIComponent(path)}`);
+        expect(r.status, path).to.equal(400);
+        const w = await t.api.put(`/v1/environments/${env.id}/files`, { path, content: 'x' });
+        expect(w.status, path).to.equal(400);
+      }
+      expect((await t.api.get(`/v1/environments/${env.id}/files?path=nope.txt`)).status).to.equal(404);
+      expect((await t.api.get(`/v1/environments/${env.id}/files`)).status).to.equal(400);
+    });
+  });
+
+  describe('state moves for real', () => {
+    it('suspend freezes the tree with memory kept; resume continues from the same value', async () => {
+      // The count lives in the shell's memory; the file on the data disk shows it to the host.
+      await sh(t.api, env.id, 'nohup sh -c \'i=0; while :; do i=$((i+1)); echo $i > c.new; mv c.new counter; sleep 0.05; done\' >/dev/null 2>&1 &');
+      const counter = join(t.svc.dataDir, 'environments', env.id, 'disk', 'counter');
+      // A VM's disk is encrypted on the host: read inside (and not while it sleeps, which would wake it).
+      const read = async (): Promise<number> => Number(vm ? (await sh(t.api, env.id, 'cat counter')).stdout : readFileSync(counter, 'utf8'));
+      await new Promise((r) => setTimeout(r, vm ? 1500 : 300));
+      const before = vm ? await read() : 0;
+      expect((await t.api.post(`/v1/environments/${env.id}/suspend`)).status).to.equal(200);
+      await waitState(t.api, env.id, 'suspended');
+      expect(t.svc.host!.driver.status(env.id)).to.equal('suspended');
+      const frozen = vm ? before : await read();
+      expect(frozen).to.be.greaterThan(0);
+      if (!vm) {
+        await new Promise((r) => setTimeout(r, 500));
+        expect(await read(), 'the counter moved while suspended').to.equal(frozen);
+      } else {
+        // Nothing of it runs: QEMU has exited, its memory is in the snapshot.
+        expect(existsSync(join(t.svc.dataDir, 'environments', env.id, 'snapshot.zst'))).to.equal(true);
+      }
+      expect((await t.api.post(`/v1/environments/${env.id}/resume`)).status).to.equal(200);
+      await waitState(t.api, env.id, 'running');
+      await new Promise((r) => setTimeout(r, 300));
+      const after = await read();
+      // Continued from where it was (a restarted process would count from 1 again).
+      expect(after).to.be.greaterThan(frozen);
+      expect(after).to.be.lessThan(frozen + (vm ? 200 : 20));
+    });
+
+    it('exec on a suspended environment wakes it (an event, activity) and runs', async () => {
+      await t.api.post(`/v1/environments/${env.id}/suspend`);
+      await waitState(t.api, env.id, 'suspended');
+      const before = (await t.api.get(`/v1/environments/${env.id}`)).body.last_active_at;
+      await new Promise((r) => setTimeout(r, 5));
+      const r = await sh(t.api, env.id, 'echo awake');
+      expect(r.stdout).to.equal('awake\n');
+      const after = (await t.api.get(`/v1/environments/${env.id}`)).body;
+      expect(after.desired_state).to.equal('running');
+      expect(after.state).to.equal('running');
+      expect(Date.parse(after.last_active_at)).to.be.greaterThan(Date.parse(before));
+      const kinds = (await t.api.get(`/v1/environments/${env.id}/events?kind=wake`)).body.data;
+      expect(kinds.at(-1).data).to.include({ reason: 'exec', from: 'suspended' });
+    });
+
+    it('a config update reaches /run/service of a running environment within 10 s, without a restart', async () => {
+      const pid1 = (await sh(t.api, env.id, 'cat /proc/1/stat | cut -d" " -f22')).stdout;
+      expect((await t.api.put(`/v1/environments/${env.id}/config`, { env: { GREETING: 'bonjour', NEW_VAR: '1' }, files: { 'b.txt': 'B' } })).status).to.equal(200);
+      const t0 = Date.now();
+      let seen = '';
+      while (Date.now() - t0 < 10_000) {
+        seen = (await sh(t.api, env.id, 'cat /run/service/files/b.txt 2>/dev/null; ls /run/service/files; . /run/service/env; echo $GREETING')).stdout;
+        if (seen.startsWith('B')) break;
+        await new Promise((r) => setTimeout(r, 200));
+      }
+      expect(seen).to.equal('Bb.txt\nbonjour\n');
+      expect((await sh(t.api, env.id, 'echo $NEW_VAR $GREETING')).stdout).to.equal('1 bonjour\n');
+      expect((await sh(t.api, env.id, 'cat /proc/1/stat | cut -d" " -f22')).stdout).to.equal(pid1);
+    });
+
+    it('a config update does not wake a suspended environment, yet its files change', async () => {
+      await t.api.post(`/v1/environments/${env.id}/suspend`);
+      await waitState(t.api, env.id, 'suspended');
+      await t.api.put(`/v1/environments/${env.id}/config`, { env: {}, files: { 'c.txt': 'C' } });
+      if (!vm) {
+        const file = join(t.svc.dataDir, 'environments', env.id, 'service', 'files', 'c.txt');
+        const t0 = Date.now();
+        while (!existsSync(file) && Date.now() - t0 < 10_000) await new Promise((r) => setTimeout(r, 100));
+        expect(existsSync(file)).to.equal(true);
+      } else await new Promise((r) => setTimeout(r, 1500)); // a host tick: the update is kept for the resume
+      const e = (await t.api.get(`/v1/environments/${env.id}`)).body;
+      expect(e.state).to.equal('suspended');
+      expect(e.desired_state).to.equal('suspended');
+      await t.api.post(`/v1/environments/${env.id}/resume`);
+      await waitState(t.api, env.id, 'running');
+      // A VM gets the files kept for it as it resumes.
+      if (vm) expect((await sh(t.api, env.id, 'cat /run/service/files/c.txt')).stdout).to.equal('C');
+    });
+
+    it('stop kills the tree and keeps the data disk; the next start boots fresh with the data kept', async () => {
+      await sh(t.api, env.id, 'echo kept > kept.txt; echo gone > /tmp/gone.txt; nohup sleep 1000 >/dev/null 2>&1 &');
+      const env2 = await t.api.post(`/v1/environments/${env.id}/suspend`);
+      expect(env2.status).to.equal(200);
+      await waitState(t.api, env.id, 'suspended');
+      // Stop is the idle ladder's move; through the service (the API has no stop call).
+      await t.svc.db('environments').where({ id: env.id }).update({ desired_state: 'stopped' });
+      t.svc.host!.notify();
+      await waitState(t.api, env.id, 'stopped');
+      expect(t.svc.host!.driver.status(env.id)).to.equal('absent');
+      const r = await sh(t.api, env.id, 'cat kept.txt; ls /tmp; pgrep -c sleep || true');
+      expect(r.stdout).to.equal('kept\n0\n');
+    });
+
+    it('destroy deletes the data disk and the sandbox; the end user may create a new environment', async () => {
+      const other = await t.api.post('/v1/environments', { end_user_id: 'runtime-destroy', resources: { cpus: 1, memory_mib: 512 } });
+      await waitState(t.api, other.body.id, 'running');
+      await sh(t.api, other.body.id, 'echo x > x.txt');
+      const dirOf = join(t.svc.dataDir, 'environments', other.body.id);
+      expect(existsSync(dirOf)).to.equal(true);
+      expect((await t.api.delete(`/v1/environments/${other.body.id}`)).status).to.equal(200);
+      await waitState(t.api, other.body.id, 'destroyed');
+      expect(existsSync(dirOf)).to.equal(false);
+      const r = await exec(t.api, other.body.id, ['true']);
+      expect(r.status).to.equal(409);
+      expect(r.body.error).to.equal('environment_destroyed');
+      const again = await t.api.post('/v1/environments', { end_user_id: 'runtime-destroy', resources: { cpus: 1, memory_mib: 512 } });
+      expect(again.status).to.equal(201);
+      await waitState(t.api, again.body.id, 'running');
+      expect((await sh(t.api, again.body.id, 'ls')).stdout).to.equal('');
+      await t.api.delete(`/v1/environments/${again.body.id}`);
+    });
+  });
+});
+}
