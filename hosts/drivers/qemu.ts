@@ -352,17 +352,26 @@ export class QemuDriver implements HostDriver {
     const alive = () => proc.exitCode === null && proc.signalCode === null;
     let channel: GuestChannel | null = null;
     let qmp: Qmp | null = null;
+    const t0 = performance.now();
+    const marks: Record<string, number> = {};
+    const mark = (k: string) => (marks[k] = Math.round(performance.now() - t0));
     try {
       channel = new GuestChannel(await connectUnix(join(dir, 'agent.sock'), 30_000, alive));
+      mark('agent_socket');
       qmp = await Qmp.open(await connectUnix(join(dir, 'qmp.sock'), 30_000, alive));
+      mark('qmp');
       if (restore) {
         await this.#waitStatus(qmp, ['paused', 'running', 'postmigrate'], 120_000, alive);
+        mark('loaded');
         await qmp.cmd('cont');
         await channel.request(M.PING, Buffer.alloc(0), 30_000);
+        mark('agent');
       } else {
         await channel.waitReady(this.opts.bootTimeoutMs ?? 120_000);
+        mark('booted');
       }
       await this.#freshen(channel);
+      mark('clock_and_seed');
       const s = surface ?? this.#pendingSurface.get(id) ?? null;
       this.#pendingSurface.delete(id);
       if (s) await channel.request(M.SURFACE, surfacePayload(s), 30_000);
@@ -377,6 +386,7 @@ export class QemuDriver implements HostDriver {
       const msg = `${(err as Error).message}${stderr ? `; qemu: ${stderr.trim().slice(0, 300)}` : ''}${tail ? `; console: ${tail}` : ''}`;
       throw new DriverError('start_failed', msg.split(this.opts.rootDir).join('<environments>'));
     }
+    this.opts.log.debug({ environment_id: id, restore, ms: marks }, restore ? 'resumed from a memory snapshot' : 'booted');
     if (restore) rmSync(snapshot, { force: true });
     const vm: Vm = { spec, proc, channel, qmp, status: 'running', servers, sockets, expectedExit: false, suspending: false, exited };
     this.#vms.set(id, vm);
@@ -461,7 +471,11 @@ export class QemuDriver implements HostDriver {
     const sockPath = join(dir, 'migrate.sock');
     rmSync(tmp, { force: true });
     rmSync(sockPath, { force: true });
+    const t0 = performance.now();
+    const marks: Record<string, number> = {};
+    const mark = (k: string) => (marks[k] = Math.round(performance.now() - t0));
     await vm.channel.request(M.SYNC, Buffer.alloc(0), 30_000).catch(() => {});
+    mark('sync');
     const zstd = spawn('zstd', ['-q', '-1', '-T1', '-o', tmp], { stdio: ['pipe', 'ignore', 'pipe'] });
     let zerr = '';
     zstd.stderr!.on('data', (d: Buffer) => (zerr += d.toString('utf8')));
@@ -500,13 +514,17 @@ export class QemuDriver implements HostDriver {
       }
       await new Promise((r) => setTimeout(r, 5));
     }
+    mark('migrated');
     vm.suspending = true;
     vm.expectedExit = true;
     await vm.qmp.cmd('quit').catch(() => {});
     const killer = setTimeout(() => vm.proc.kill('SIGKILL'), 10_000);
     await vm.exited;
     clearTimeout(killer);
+    mark('exited');
     const code = await zstdDone;
+    mark('compressed');
+    this.opts.log.debug({ environment_id: id, ms: marks }, 'suspended to a memory snapshot');
     rmSync(sockPath, { force: true });
     this.#vms.delete(id);
     this.#teardown(id, vm);
