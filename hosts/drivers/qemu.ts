@@ -115,7 +115,7 @@ export class QemuDriver implements HostDriver {
   readonly #exitListeners: Array<(id: string, info: { code: number | null; signal: string | null }) => void> = [];
   readonly #caps: HostCapabilities;
   readonly #cgroups: Cgroups;
-  readonly #accel: 'kvm' | 'tcg';
+  #accel: 'kvm' | 'tcg';
   #image: GuestImage | null = null;
 
   constructor(private readonly opts: QemuDriverOptions) {
@@ -242,7 +242,7 @@ export class QemuDriver implements HostDriver {
       // then OOM-kills QEMU for: bounded here (measured: python + node + find inside).
       '-accel', this.#accel === 'tcg' ? 'tcg,tb-size=128' : 'kvm',
       '-cpu', this.#accel === 'kvm' ? 'host' : 'max',
-      '-smp', String(Math.max(1, Math.min(spec.cpus, 8))),
+      '-smp', String(Math.max(1, Math.min(Math.ceil(spec.cpus), 8))),
       '-m', `${spec.memoryMib}M`,
       '-nodefaults', '-no-user-config', '-nographic', '-no-reboot',
       // QEMU's seccomp filter; `elevateprivileges=deny` would also stop slirp spawning the
@@ -342,10 +342,13 @@ export class QemuDriver implements HostDriver {
     this.#cgroups.remove(id);
     this.#cgroups.create(id, { cpus: spec.cpus, memoryMib: spec.memoryMib + QEMU_OVERHEAD_MIB[record.accel], pidsMax: 512 });
     const snapshot = join(dir, 'snapshot.zst');
-    const proc = this.#spawn(id, record, restore ? ['-incoming', `exec:zstd -dcq /mnt/env/snapshot.zst`] : []);
+    rmSync(join(dir, 'incoming.sock'), { force: true });
+    const proc = this.#spawn(id, record, restore ? ['-incoming', 'unix:/mnt/env/incoming.sock'] : []);
     let stderr = '';
     proc.stderr!.on('data', (d: Buffer) => {
-      if (stderr.length < 4000) stderr += d.toString('utf8');
+      // QEMU's note that it waits for the agent's socket is not news.
+      const text = d.toString('utf8').split('\n').filter((l) => !l.includes('QEMU waiting for connection')).join('\n');
+      if (stderr.length < 4000) stderr += text;
       this.opts.log.debug({ environment_id: id, qemu: d.toString('utf8').slice(0, 500) }, 'qemu stderr');
     });
     const exited = new Promise<void>((resolve) => proc.once('exit', () => resolve()));
@@ -361,13 +364,16 @@ export class QemuDriver implements HostDriver {
       qmp = await Qmp.open(await connectUnix(join(dir, 'qmp.sock'), 30_000, alive));
       mark('qmp');
       if (restore) {
-        await this.#waitStatus(qmp, ['paused', 'running', 'postmigrate'], 120_000, alive);
+        // The driver feeds the snapshot (zstd run here): a snapshot zstd cannot read fails
+        // the resume at once, where QEMU would wait for more of it.
+        const feed = await this.#feedSnapshot(join(dir, 'incoming.sock'), snapshot, alive);
+        await this.#waitStatus(qmp, ['paused', 'running', 'postmigrate'], 120_000, () => alive() && feed.ok());
         mark('loaded');
         await qmp.cmd('cont');
         await channel.request(M.PING, Buffer.alloc(0), 30_000);
         mark('agent');
       } else {
-        await channel.waitReady(this.opts.bootTimeoutMs ?? 120_000);
+        await channel.waitReady(this.opts.bootTimeoutMs ?? (record.accel === 'kvm' ? 30_000 : 120_000));
         mark('booted');
       }
       await this.#freshen(channel);
@@ -382,6 +388,9 @@ export class QemuDriver implements HostDriver {
       await this.#cgroups.kill(id);
       for (const s of servers) s.close();
       this.#cgroups.remove(id);
+      // A snapshot that cannot be restored is set aside (not retried forever): the next start
+      // boots fresh on the kept disk.
+      if (restore && existsSync(snapshot)) renameSync(snapshot, join(dir, 'snapshot.failed.zst'));
       const tail = readTail(join(dir, 'console.log'));
       const msg = `${(err as Error).message}${stderr ? `; qemu: ${stderr.trim().slice(0, 300)}` : ''}${tail ? `; console: ${tail}` : ''}`;
       throw new DriverError('start_failed', msg.split(this.opts.rootDir).join('<environments>'));
@@ -408,12 +417,31 @@ export class QemuDriver implements HostDriver {
     await channel.request(M.SEED, randomBytes(64));
   }
 
+  /**
+   * Streams `zstd -dc snapshot` into QEMU's incoming socket (zstd writes to the socket itself,
+   * no copy through this process); ok() turns false when zstd fails.
+   */
+  async #feedSnapshot(sockPath: string, snapshot: string, alive: () => boolean): Promise<{ ok(): boolean }> {
+    const sock = await connectUnix(sockPath, 30_000, alive);
+    const zstd = spawn('zstd', ['-dcq', snapshot], { stdio: ['ignore', sock, 'ignore'] });
+    // The child holds its own copy of the socket; QEMU sees the end of the stream when zstd exits.
+    sock.destroy();
+    let failed = false;
+    zstd.once('close', (code) => {
+      if (code !== 0) failed = true;
+    });
+    zstd.once('error', () => {
+      failed = true;
+    });
+    return { ok: () => !failed };
+  }
+
   async #waitStatus(qmp: Qmp, want: string[], ms: number, alive: () => boolean): Promise<string> {
     const deadline = performance.now() + ms;
     for (;;) {
       const st = String((await qmp.cmd('query-status')).status ?? '');
       if (want.includes(st)) return st;
-      if (!alive()) throw new DriverError('start_failed', 'QEMU exited while restoring the snapshot');
+      if (!alive()) throw new DriverError('start_failed', 'the snapshot could not be restored (QEMU exited, or the snapshot is not readable)');
       if (performance.now() > deadline) throw new DriverError('start_failed', `the snapshot did not load in time (status ${st})`);
       await new Promise((r) => setTimeout(r, 20));
     }
@@ -437,7 +465,17 @@ export class QemuDriver implements HostDriver {
     try {
       await this.create(spec);
       rmSync(join(this.#dir(spec.id), 'snapshot.zst'), { force: true });
-      await this.#boot(spec, surface, false);
+      try {
+        await this.#boot(spec, surface, false);
+      } catch (err) {
+        // /dev/kvm opens on hosts whose KVM cannot run this kernel (nested PVM, say): the
+        // probe is a real boot; on failure this host uses TCG from then on, and says so.
+        if (this.#accel !== 'kvm' || this.opts.accel === 'kvm') throw err;
+        this.opts.log.warn({ err, environment_id: spec.id }, 'a microVM did not boot with -accel kvm; this host falls back to TCG (emulated CPU)');
+        this.#accel = 'tcg';
+        this.#caps.missing.push('KVM is present but could not boot a microVM: QEMU emulates the CPU (TCG)');
+        await this.#boot(spec, surface, false);
+      }
     } finally {
       this.#starting.delete(spec.id);
     }

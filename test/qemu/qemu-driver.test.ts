@@ -1,7 +1,7 @@
 import { expect } from 'chai';
 import { execFileSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { copyFileSync, existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { copyFileSync, existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -44,15 +44,18 @@ describe('qemu driver: a real microVM', function () {
       s.on('error', () => {});
     });
     await new Promise<void>((r) => proxy.listen(0, '127.0.0.1', () => r()));
-    const keyring = new Keyring([randomBytes(32)]);
-    driver = new QemuDriver({
-      rootDir: join(root, 'environments'), imageDir: IMAGE_DIR, hostTag: `qt${process.pid}`,
-      proxy: { host: '127.0.0.1', port: (proxy.address() as { port: number }).port },
-      keys: { wrap: (p, c) => keyring.encrypt(p, c), unwrap: (b, c) => keyring.decrypt(b, c) },
-      log: createLogger('warn'),
-    });
+    driver = makeDriver();
     driver.image(); // built once per checkout (a minute the first time)
   });
+  const keyring = new Keyring([randomBytes(32)]);
+  /** A driver as a host process makes it (a second one stands for the host after a restart). */
+  const makeDriver = () => new QemuDriver({
+    rootDir: join(root, 'environments'), imageDir: IMAGE_DIR, hostTag: `qt${process.pid}`,
+    proxy: { host: '127.0.0.1', port: (proxy.address() as { port: number }).port },
+    keys: { wrap: (p, c) => keyring.encrypt(p, c), unwrap: (b, c) => keyring.decrypt(b, c) },
+    log: createLogger('warn'),
+  });
+
   after(async () => {
     await driver?.close();
     await new Promise<void>((r) => (proxy ? proxy.close(() => r()) : r()));
@@ -176,6 +179,31 @@ except Exception as e: print('dns=none')
     expect(randA).to.have.length(64);
     expect(randB).to.not.equal(randA);
     rmSync(join(dir, 'saved.zst'), { force: true });
+  });
+
+  it('a suspended VM survives a restart of the host: a new driver finds it suspended and resumes it, memory and all', async () => {
+    await sh("echo before-restart > /home/agent/r.txt; nohup sh -c 'while :; do sleep 1; done' >/dev/null 2>&1 & echo $! > /tmp/loop.pid");
+    await driver.suspend(spec.id);
+    await driver.close();
+    driver = makeDriver();
+    expect(driver.status(spec.id)).to.equal('suspended');
+    expect(driver.leftovers()).to.not.include(spec.id);
+    await driver.resume(spec.id);
+    // /tmp is the guest's tmpfs: it and the loop lived in the snapshot's memory.
+    expect((await sh('cat /home/agent/r.txt; kill -0 "$(cat /tmp/loop.pid)" && echo same-process')).out).to.equal('before-restart\nsame-process\n');
+  });
+
+  it('a snapshot that cannot be restored is set aside: resume fails, the next start boots fresh on the kept disk', async () => {
+    const dir = join(root, 'environments', spec.id);
+    await sh('echo survives > /home/agent/s.txt; sync');
+    await driver.suspend(spec.id);
+    writeFileSync(join(dir, 'snapshot.zst'), randomBytes(4096));
+    const err = await driver.resume(spec.id).catch((e) => e);
+    expect(err.kind).to.equal('start_failed');
+    expect(driver.status(spec.id)).to.equal('absent');
+    expect(existsSync(join(dir, 'snapshot.failed.zst'))).to.equal(true);
+    await driver.start(spec, surface('fresh'));
+    expect((await sh('cat /home/agent/s.txt')).out).to.equal('survives\n');
   });
 
   it('stop keeps the disk and drops the snapshot; the next start boots fresh with the data; destroy deletes everything', async () => {
