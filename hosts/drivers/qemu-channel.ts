@@ -1,4 +1,5 @@
 import { connect, type Socket } from 'node:net';
+import { Duplex } from 'node:stream';
 import { DriverError, type ExecRequest, type ExecResult } from '../driver.js';
 
 /**
@@ -6,8 +7,9 @@ import { DriverError, type ExecRequest, type ExecResult } from '../driver.js';
  * minimal QMP client. Frames: u32 payload length (LE), u8 type, u32 id (LE), payload.
  */
 export const M = {
-  EXEC: 1, KILL: 2, SETTIME: 3, SEED: 4, PING: 5, SYNC: 6, SURFACE: 7,
+  EXEC: 1, KILL: 2, SETTIME: 3, SEED: 4, PING: 5, SYNC: 6, SURFACE: 7, CDATA: 8, CCLOSE: 9,
   READY: 64, STDOUT: 65, STDERR: 66, EXIT: 67, ERROR: 68, PONG: 69, ACK: 70,
+  COPEN: 71, CDATA_UP: 72, CCLOSE_UP: 73,
 } as const;
 
 const SIGNALS: Record<number, string> = { 1: 'SIGHUP', 2: 'SIGINT', 3: 'SIGQUIT', 6: 'SIGABRT', 9: 'SIGKILL', 11: 'SIGSEGV', 13: 'SIGPIPE', 14: 'SIGALRM', 15: 'SIGTERM' };
@@ -38,7 +40,64 @@ export async function connectUnix(path: string, timeoutMs: number, alive: () => 
   }
 }
 
+/**
+ * One connection to the guest's /run/service/control.sock, bridged over the agent's port:
+ * a stream the control socket's HTTP server takes as a socket.
+ */
+export class ControlConnection extends Duplex {
+  constructor(private readonly channel: GuestChannel, readonly id: number) {
+    super({ allowHalfOpen: false });
+  }
+
+  override _read(): void {}
+
+  override _write(chunk: Buffer, _enc: BufferEncoding, cb: (err?: Error | null) => void): void {
+    try {
+      this.channel.send(M.CDATA, this.id, chunk);
+      cb();
+    } catch (err) {
+      cb(err as Error);
+    }
+  }
+
+  override _final(cb: (err?: Error | null) => void): void {
+    this.#close();
+    cb();
+  }
+
+  override _destroy(err: Error | null, cb: (err?: Error | null) => void): void {
+    this.#close();
+    cb(err);
+  }
+
+  #closed = false;
+  #close(): void {
+    if (this.#closed) return;
+    this.#closed = true;
+    this.channel.controls.delete(this.id);
+    try {
+      this.channel.send(M.CCLOSE, this.id);
+    } catch { /* the channel is gone */ }
+  }
+
+  /** What node's HTTP server calls on a socket. */
+  setTimeout(): this {
+    return this;
+  }
+  setNoDelay(): this {
+    return this;
+  }
+  setKeepAlive(): this {
+    return this;
+  }
+}
+
 export class GuestChannel {
+  /** Open control-socket connections by id. */
+  readonly controls = new Map<number, ControlConnection>();
+  /** Given each new connection to the guest's control socket. */
+  onControl: ((conn: ControlConnection) => void) | null = null;
+
   #buf: Buffer = Buffer.alloc(0);
   #seq = 1;
   readonly #pending = new Map<number, Pending>();
@@ -58,6 +117,8 @@ export class GuestChannel {
     this.#closed = err;
     for (const p of this.#pending.values()) p.fail(err);
     this.#pending.clear();
+    for (const c of this.controls.values()) c.destroy();
+    this.controls.clear();
   }
 
   close(): void {
@@ -74,6 +135,23 @@ export class GuestChannel {
       const id = this.#buf.readUInt32LE(5);
       const payload = this.#buf.subarray(9, 9 + len);
       this.#buf = this.#buf.subarray(9 + len);
+      if (type === M.COPEN) {
+        const conn = new ControlConnection(this, id);
+        this.controls.set(id, conn);
+        if (this.onControl) this.onControl(conn);
+        else conn.destroy();
+        continue;
+      }
+      if (type === M.CDATA_UP) {
+        this.controls.get(id)?.push(Buffer.from(payload));
+        continue;
+      }
+      if (type === M.CCLOSE_UP) {
+        const conn = this.controls.get(id);
+        this.controls.delete(id);
+        conn?.push(null);
+        continue;
+      }
       if (type === M.READY) {
         this.readyCount++;
         for (const r of this.#ready.splice(0)) r();

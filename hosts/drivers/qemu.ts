@@ -23,11 +23,11 @@ import { sandboxUid, envFile } from './process.js';
  *
  * Sealed by construction, in two layers:
  * - The guest: its one NIC is slirp with `restrict=on` (no packet leaves for the host or
- *   the world) and `guestfwd` rules for 10.0.2.100:3128 (the gateway proxy), :9222 (the
- *   browser pool's CDP endpoints of its leases) and :80 (the control socket). Each forward
- *   is a Unix socket of this driver, like the process sandbox's. The guest has no other
- *   device that reaches the host's files: two block devices (the root image, read-only,
- *   and its own data disk) and the agent's serial port.
+ *   the world) and `guestfwd` rules for 10.0.2.100:3128 (the gateway proxy) and :9222 (the
+ *   browser pool's CDP endpoints of its leases). Each forward is a Unix socket of this
+ *   driver, like the process sandbox's. The control socket is bridged over the agent's
+ *   virtio-serial port. The guest has no other device that reaches the host's files: two
+ *   block devices (the root image, read-only, and its own data disk) and that port.
  * - QEMU itself runs in an empty network namespace (even a QEMU escape has no network:
  *   slirp needs none, the forwards are Unix sockets) and a private mount namespace that
  *   shows it only this environment's directory and the image, as the environment's own
@@ -60,7 +60,7 @@ export interface QemuDriverOptions {
 }
 
 const QEMU = '/usr/bin/qemu-system-x86_64';
-const GUEST_NET = { proxy: 3128, browser: 9222, control: 80 };
+const GUEST_NET = { proxy: 3128, browser: 9222 };
 /** Added to the guest's memory for QEMU's own (devices, and under TCG its 128 MiB translation cache). */
 const QEMU_OVERHEAD_MIB = { tcg: 384, kvm: 192 } as const;
 
@@ -257,7 +257,7 @@ export class QemuDriver implements HostDriver {
       '-blockdev', `driver=file,filename=${sock('disk.qcow2')},node-name=dataf`,
       '-blockdev', 'driver=qcow2,file=dataf,node-name=data,encrypt.format=luks,encrypt.key-secret=sec0',
       '-device', 'virtio-blk-device,drive=data,serial=data',
-      '-netdev', `user,id=n0,restrict=on,net=10.0.2.0/24,host=10.0.2.2,${fwd(GUEST_NET.proxy, 'gateway.sock')},${fwd(GUEST_NET.browser, 'browser.sock')},${fwd(GUEST_NET.control, 'control.sock')}`,
+      '-netdev', `user,id=n0,restrict=on,net=10.0.2.0/24,host=10.0.2.2,${fwd(GUEST_NET.proxy, 'gateway.sock')},${fwd(GUEST_NET.browser, 'browser.sock')}`,
       '-device', 'virtio-net-device,netdev=n0',
       '-object', 'rng-random,id=rng0,filename=/dev/urandom', '-device', 'virtio-rng-device,rng=rng0',
       '-device', 'virtio-serial-device',
@@ -267,8 +267,8 @@ export class QemuDriver implements HostDriver {
     ];
   }
 
-  /** The host ends of the guest's forwards: gateway, browser pool, control socket. */
-  async #serve(id: string): Promise<{ servers: Array<Server | HttpServer>; sockets: Set<Socket> }> {
+  /** The host ends of the guest's forwards (gateway, browser pool) and the control socket's server. */
+  async #serve(id: string): Promise<{ servers: Array<Server | HttpServer>; sockets: Set<Socket>; control: HttpServer | null }> {
     const dir = this.#dir(id);
     const sockets = new Set<Socket>();
     const servers: Array<Server | HttpServer> = [];
@@ -292,19 +292,21 @@ export class QemuDriver implements HostDriver {
       out.on('error', () => inside.destroy());
     });
     await listen(gateway, 'gateway.sock');
+    // The control socket's connections come over the agent's port (GuestChannel.onControl),
+    // not a listening socket. Which process inside called cannot be known here: no peer.
+    let control: HttpServer | null = null;
     if (this.opts.control) {
-      // The caller inside a VM cannot be told apart from the host: no peer process.
-      const control = createHttpServer(this.opts.control(id, async () => null));
+      control = createHttpServer(this.opts.control(id, async () => null));
       control.headersTimeout = 10_000;
       control.requestTimeout = 30_000;
-      await listen(control, 'control.sock');
+      servers.push(control);
     }
     const browser = createHttpServer((_req, res) => {
       res.writeHead(404, { 'content-type': 'application/json' }).end('{"error":"not_found","message":"CDP endpoints only (WebSocket)"}');
     });
     if (this.opts.browser) browser.on('upgrade', this.opts.browser(id));
     await listen(browser, 'browser.sock');
-    return { servers, sockets };
+    return { servers, sockets, control };
   }
 
   /** Spawns QEMU in its namespaces as the environment's uid; the disk key goes in through a FIFO. */
@@ -338,7 +340,7 @@ export class QemuDriver implements HostDriver {
     }
     if (!existsSync(record.imageDir)) throw new DriverError('start_failed', 'the guest image this VM booted from is gone');
     for (const s of ['agent.sock', 'qmp.sock']) rmSync(join(dir, s), { force: true });
-    const { servers, sockets } = await this.#serve(id);
+    const { servers, sockets, control } = await this.#serve(id);
     this.#cgroups.remove(id);
     this.#cgroups.create(id, { cpus: spec.cpus, memoryMib: spec.memoryMib + QEMU_OVERHEAD_MIB[record.accel], pidsMax: 512 });
     const snapshot = join(dir, 'snapshot.zst');
@@ -360,6 +362,7 @@ export class QemuDriver implements HostDriver {
     const mark = (k: string) => (marks[k] = Math.round(performance.now() - t0));
     try {
       channel = new GuestChannel(await connectUnix(join(dir, 'agent.sock'), 30_000, alive));
+      if (control) channel.onControl = (conn) => control.emit('connection', conn);
       mark('agent_socket');
       qmp = await Qmp.open(await connectUnix(join(dir, 'qmp.sock'), 30_000, alive));
       mark('qmp');

@@ -75,6 +75,9 @@ describe('qemu driver: a real microVM', function () {
     const info2 = JSON.parse(execFileSync('qemu-img', ['info', '-U', '--output=json', join(root, 'environments', spec.id, 'disk.qcow2')], { encoding: 'utf8' }));
     expect(info2.encrypted).to.equal(true);
     expect(info2['format-specific'].data.encrypt.format).to.equal('luks');
+    // Every argument arrives (the API allows 4096), none dropped on the way in.
+    const many = await driver.exec(spec.id, { command: ['/bin/sh', '-c', 'echo $# "$4000"', 'sh', ...Array.from({ length: 4000 }, (_, i) => `a${i + 1}`)], env: { PATH: '/usr/bin:/bin' }, timeoutMs: 30_000, maxOutputBytes: 4096 });
+    expect(many.stdout.toString()).to.equal('4000 a4000\n');
     const missing = await driver.exec(spec.id, { command: ['no-such-command'], env: { PATH: '/usr/bin:/bin' }, timeoutMs: 10_000, maxOutputBytes: 10 }).catch((e) => e);
     expect(missing.kind).to.equal('exec_failed');
   });

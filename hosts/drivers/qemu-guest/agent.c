@@ -6,12 +6,12 @@
  * /dev, cgroup2, tmpfs /run /tmp /var/tmp, the data disk (serial "data"; formatted ext4 on
  * first boot) at /home/agent, brings up lo and eth0 (10.0.2.15/24, no route: slirp with
  * restrict=on forwards only the gateway's addresses), starts the relays (127.0.0.1:3128 to
- * the gateway, 127.0.0.1:9222 to the browser pool, /run/service/control.sock), then serves
- * the host over the virtio-serial port named "agent".
+ * the gateway, 127.0.0.1:9222 to the browser pool), then serves the host over the
+ * virtio-serial port named "agent", /run/service/control.sock included (bridged over it).
  *
  * Frames both ways: u32 payload length (LE), u8 type, u32 id (LE), payload.
- * Host to guest: EXEC, KILL, SETTIME, SEED, PING, SYNC, SURFACE. Guest to host: READY,
- * STDOUT, STDERR, EXIT, ERROR, PONG, ACK.
+ * Host to guest: EXEC, KILL, SETTIME, SEED, PING, SYNC, SURFACE, CDATA, CCLOSE. Guest to
+ * host: READY, STDOUT, STDERR, EXIT, ERROR, PONG, ACK, COPEN, CDATA_UP, CCLOSE_UP.
  *
  * A command runs as uid 1000 with no capabilities and no_new_privs, in a new session and a
  * cgroup of its own (/sys/fs/cgroup/x<id>), so KILL ends its whole tree.
@@ -42,6 +42,7 @@
 #include <sys/resource.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
+#include <sys/un.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/sysmacros.h>
@@ -51,8 +52,9 @@
 #include <unistd.h>
 
 enum {
-  M_EXEC = 1, M_KILL = 2, M_SETTIME = 3, M_SEED = 4, M_PING = 5, M_SYNC = 6, M_SURFACE = 7,
+  M_EXEC = 1, M_KILL = 2, M_SETTIME = 3, M_SEED = 4, M_PING = 5, M_SYNC = 6, M_SURFACE = 7, M_CDATA = 8, M_CCLOSE = 9,
   M_READY = 64, M_STDOUT = 65, M_STDERR = 66, M_EXIT = 67, M_ERROR = 68, M_PONG = 69, M_ACK = 70,
+  M_COPEN = 71, M_CDATA_UP = 72, M_CCLOSE_UP = 73,
 };
 
 #define AGENT_UID 1000
@@ -231,7 +233,6 @@ struct relay { pid_t pid; const char *argv[8]; };
 static struct relay relays[] = {
   {0, {"/usr/bin/socat", "TCP-LISTEN:3128,bind=127.0.0.1,fork,reuseaddr", "TCP:10.0.2.100:3128", NULL}},
   {0, {"/usr/bin/socat", "TCP-LISTEN:9222,bind=127.0.0.1,fork,reuseaddr", "TCP:10.0.2.100:9222", NULL}},
-  {0, {"/usr/bin/socat", "UNIX-LISTEN:/run/service/control.sock,fork,mode=0666,unlink-early", "TCP:10.0.2.100:80", NULL}},
 };
 #define NRELAYS (sizeof relays / sizeof relays[0])
 
@@ -329,6 +330,8 @@ static void finish_if_done(struct job *j) {
  * EXEC payload: u32 stdin length, stdin bytes, then NUL-terminated strings: the cwd, then
  * "a<arg>" for each argument and "e<NAME=value>" for each variable.
  */
+static void start_job(uint32_t id, const unsigned char *in, uint32_t in_len, const char *cwd, char **argv, char **envp);
+
 static void do_exec(uint32_t id, const unsigned char *p, uint32_t len) {
   if (len < 4) return send_error(id, "bad");
   uint32_t in_len;
@@ -337,28 +340,39 @@ static void do_exec(uint32_t id, const unsigned char *p, uint32_t len) {
   const unsigned char *in = p + 4;
   const char *s = (const char *)(in + in_len), *end = (const char *)(p + len);
   if (end > s && end[-1] != 0) return send_error(id, "bad");
-  char *argv[1024], *envp[1024];
+  size_t nstr = 0;
+  for (const char *q = s; q < end; q += strlen(q) + 1) nstr++;
+  /* As many slots as strings: every argument and variable is passed, none dropped. */
+  char **argv = calloc(nstr + 1, sizeof *argv), **envp = calloc(nstr + 1, sizeof *envp);
+  if (!argv || !envp) { free(argv); free(envp); return send_error(id, "failed"); }
   int argc = 0, envc = 0;
   const char *cwd = NULL;
   for (const char *q = s; q < end; q += strlen(q) + 1) {
     if (!cwd) cwd = q;
-    else if (q[0] == 'a' && argc < 1023) argv[argc++] = (char *)q + 1;
-    else if (q[0] == 'e' && envc < 1023) envp[envc++] = (char *)q + 1;
+    else if (q[0] == 'a') argv[argc++] = (char *)q + 1;
+    else if (q[0] == 'e') envp[envc++] = (char *)q + 1;
   }
   argv[argc] = NULL;
   envp[envc] = NULL;
-  if (!cwd || argc == 0) return send_error(id, "bad");
+  if (!cwd || argc == 0) { free(argv); free(envp); return send_error(id, "bad"); }
+  start_job(id, in, in_len, cwd, argv, envp);
+  free(argv);
+  free(envp);
+}
+
+static void start_job(uint32_t id, const unsigned char *in, uint32_t in_len, const char *cwd, char **argv, char **envp) {
   struct job *j = NULL;
   for (int i = 0; i < MAX_JOBS; i++) if (!jobs[i].used) { j = &jobs[i]; break; }
-  if (!j) return send_error(id, "busy");
+  if (!j) { send_error(id, "busy"); return; }
 
   int stdin_fd = memfd_create("stdin", MFD_CLOEXEC);
   if (stdin_fd < 0 || write(stdin_fd, in, in_len) != (ssize_t)in_len || lseek(stdin_fd, 0, SEEK_SET) != 0) {
     if (stdin_fd >= 0) close(stdin_fd);
-    return send_error(id, "failed");
+    send_error(id, "failed");
+    return;
   }
   int o[2], e[2], ep[2];
-  if (pipe2(o, O_CLOEXEC) || pipe2(e, O_CLOEXEC) || pipe2(ep, O_CLOEXEC)) { close(stdin_fd); return send_error(id, "failed"); }
+  if (pipe2(o, O_CLOEXEC) || pipe2(e, O_CLOEXEC) || pipe2(ep, O_CLOEXEC)) { close(stdin_fd); { send_error(id, "failed"); return; } }
   snprintf(j->cg, sizeof j->cg, "/sys/fs/cgroup/x%u", id);
   mkdir(j->cg, 0755);
 
@@ -393,7 +407,8 @@ static void do_exec(uint32_t id, const unsigned char *p, uint32_t len) {
   if (pid < 0) {
     close(o[0]); close(e[0]); close(ep[0]);
     rmdir(j->cg);
-    return send_error(id, "failed");
+    send_error(id, "failed");
+    return;
   }
   char kind = 0;
   ssize_t r;
@@ -404,7 +419,8 @@ static void do_exec(uint32_t id, const unsigned char *p, uint32_t len) {
     close(o[0]);
     close(e[0]);
     rmdir(j->cg);
-    return send_error(id, kind == 'n' ? "notfound" : kind == 'c' ? "cwd" : "failed");
+    send_error(id, kind == 'n' ? "notfound" : kind == 'c' ? "cwd" : "failed");
+    return;
   }
   fcntl(o[0], F_SETFL, O_NONBLOCK);
   fcntl(e[0], F_SETFL, O_NONBLOCK);
@@ -415,6 +431,74 @@ static void do_exec(uint32_t id, const unsigned char *p, uint32_t len) {
   j->err = e[0];
   j->exited = 0;
   j->status = 0;
+}
+
+/* ------------------------------------------------------------------ control socket */
+
+/*
+ * /run/service/control.sock is served here and bridged over the agent's port: each
+ * connection gets an id; its bytes go up as CDATA_UP frames, the host's answer comes down
+ * as CDATA, either side ends it with a CCLOSE frame.
+ */
+#define MAX_CONNS 64
+static int control_fd = -1;
+static int conns[MAX_CONNS];
+static uint32_t conn_ids[MAX_CONNS];
+static uint32_t next_conn = 1;
+
+static void control_listen(void) {
+  for (int i = 0; i < MAX_CONNS; i++) conns[i] = -1;
+  control_fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  struct sockaddr_un a;
+  memset(&a, 0, sizeof a);
+  a.sun_family = AF_UNIX;
+  strcpy(a.sun_path, "/run/service/control.sock");
+  unlink(a.sun_path);
+  if (control_fd < 0 || bind(control_fd, (struct sockaddr *)&a, sizeof a) != 0 || listen(control_fd, 64) != 0) {
+    logf_("control.sock: %s", strerror(errno));
+    return;
+  }
+  chmod(a.sun_path, 0666);
+}
+
+static void control_accept(void) {
+  int c;
+  while ((c = accept4(control_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC)) >= 0) {
+    int slot = -1;
+    for (int i = 0; i < MAX_CONNS; i++) if (conns[i] < 0) { slot = i; break; }
+    if (slot < 0) { close(c); continue; }
+    conns[slot] = c;
+    conn_ids[slot] = next_conn++;
+    send_frame(M_COPEN, conn_ids[slot], NULL, 0);
+  }
+}
+
+static int conn_slot(uint32_t id) {
+  for (int i = 0; i < MAX_CONNS; i++) if (conns[i] >= 0 && conn_ids[i] == id) return i;
+  return -1;
+}
+
+static void conn_close(int slot, int tell) {
+  if (tell) send_frame(M_CCLOSE_UP, conn_ids[slot], NULL, 0);
+  close(conns[slot]);
+  conns[slot] = -1;
+}
+
+/* The host's bytes for a connection; a client that does not read them within 5 s is dropped. */
+static void conn_write(uint32_t id, const unsigned char *p, uint32_t len) {
+  int slot = conn_slot(id);
+  if (slot < 0) return;
+  while (len > 0) {
+    ssize_t w = write(conns[slot], p, len);
+    if (w > 0) { p += w; len -= (uint32_t)w; continue; }
+    if (w < 0 && errno == EINTR) continue;
+    if (w < 0 && errno == EAGAIN) {
+      struct pollfd pf = {conns[slot], POLLOUT, 0};
+      if (poll(&pf, 1, 5000) > 0) continue;
+    }
+    conn_close(slot, 1);
+    return;
+  }
 }
 
 /* ------------------------------------------------------------------ surface */
@@ -551,6 +635,8 @@ static void handle(uint8_t type, uint32_t id, const unsigned char *p, uint32_t l
     case M_PING: send_frame(M_PONG, id, NULL, 0); break;
     case M_SYNC: sync(); send_frame(M_ACK, id, NULL, 0); break;
     case M_SURFACE: do_surface(id, p, len); break;
+    case M_CDATA: conn_write(id, p, len); break;
+    case M_CCLOSE: { int slot = conn_slot(id); if (slot >= 0) conn_close(slot, 0); break; }
     default: break;
   }
 }
@@ -599,21 +685,27 @@ int main(void) {
   int sfd = signalfd(-1, &mask, SFD_NONBLOCK | SFD_CLOEXEC);
   boot();
   for (size_t i = 0; i < NRELAYS; i++) spawn_relay(&relays[i], 0);
+  control_listen();
   port = open_port();
   if (port < 0) die("no agent port");
   send_frame(M_READY, 0, NULL, 0);
 
-  struct pollfd pf[2 + 2 * MAX_JOBS];
-  struct job *owner[2 + 2 * MAX_JOBS];
+  struct pollfd pf[3 + 2 * MAX_JOBS + MAX_CONNS];
+  struct job *owner[3 + 2 * MAX_JOBS + MAX_CONNS];
+  int conn_of[3 + 2 * MAX_JOBS + MAX_CONNS];
   unsigned char chunk[65536];
   for (;;) {
     int n = 0;
-    pf[n].fd = port; pf[n].events = POLLIN; owner[n++] = NULL;
-    pf[n].fd = sfd; pf[n].events = POLLIN; owner[n++] = NULL;
+    pf[n].fd = port; pf[n].events = POLLIN; conn_of[n] = -1; owner[n++] = NULL;
+    pf[n].fd = sfd; pf[n].events = POLLIN; conn_of[n] = -1; owner[n++] = NULL;
+    pf[n].fd = control_fd; pf[n].events = POLLIN; conn_of[n] = -1; owner[n++] = NULL;
+    for (int i = 0; i < MAX_CONNS; i++) {
+      if (conns[i] >= 0) { pf[n].fd = conns[i]; pf[n].events = POLLIN; conn_of[n] = i; owner[n++] = NULL; }
+    }
     for (int i = 0; i < MAX_JOBS; i++) {
       if (!jobs[i].used) continue;
-      if (jobs[i].out >= 0) { pf[n].fd = jobs[i].out; pf[n].events = POLLIN; owner[n++] = &jobs[i]; }
-      if (jobs[i].err >= 0) { pf[n].fd = jobs[i].err; pf[n].events = POLLIN; owner[n++] = &jobs[i]; }
+      if (jobs[i].out >= 0) { pf[n].fd = jobs[i].out; pf[n].events = POLLIN; conn_of[n] = -1; owner[n++] = &jobs[i]; }
+      if (jobs[i].err >= 0) { pf[n].fd = jobs[i].err; pf[n].events = POLLIN; conn_of[n] = -1; owner[n++] = &jobs[i]; }
     }
     int r = poll(pf, (nfds_t)n, 1000);
     if (r < 0) continue;
@@ -622,8 +714,17 @@ int main(void) {
       struct signalfd_siginfo si;
       while (read(sfd, &si, sizeof si) > 0) {}
     }
-    for (int k = 2; k < n; k++) {
+    if (pf[2].revents & POLLIN) control_accept();
+    for (int k = 3; k < n; k++) {
       if (!pf[k].revents) continue;
+      if (conn_of[k] >= 0) {
+        int slot = conn_of[k];
+        if (conns[slot] != pf[k].fd) continue; /* closed meanwhile */
+        ssize_t got = read(pf[k].fd, chunk, sizeof chunk);
+        if (got > 0) send_frame(M_CDATA_UP, conn_ids[slot], chunk, (uint32_t)got);
+        else if (got == 0 || (errno != EAGAIN && errno != EINTR)) conn_close(slot, 1);
+        continue;
+      }
       struct job *j = owner[k];
       int is_out = pf[k].fd == j->out;
       ssize_t got = read(pf[k].fd, chunk, sizeof chunk);
