@@ -8,6 +8,7 @@ import { join } from 'node:path';
 import type { Logger } from '../../lib/log.js';
 import { Cgroups } from '../cgroups.js';
 import { peerOf, type Peer } from '../peer.js';
+import { OutputCollector, readFileInside, writeFileInside } from './inside.js';
 import {
   DATA_DISK, DriverError, type ExecRequest, type ExecResult, type HostCapabilities, type HostDriver, type Surface, type VmSpec, type VmStatus,
 } from '../driver.js';
@@ -120,8 +121,6 @@ const CGROUP_JOIN = 'n=$1; shift; while [ "$n" -gt 0 ]; do echo $$ > "$1" || exi
 
 /** Runs inside as the agent: a missing cwd or command is told apart from the command's own exit. */
 const EXEC_SHIM = 'cd -- "$1" 2>/dev/null || { printf cwd >&3; exit 126; }; shift; command -v -- "$1" >/dev/null 2>&1 || { printf notfound >&3; exit 127; }; exec 3>&-; exec "$@"';
-const READ_SHIM = `p=$(realpath -e -- "$1" 2>/dev/null) || exit 3; case "$p" in ${AGENT_HOME}/*) ;; *) exit 4;; esac; [ -f "$p" ] || exit 5; s=$(stat -c %s -- "$p") || exit 7; [ "$s" -le "$2" ] || exit 6; exec cat -- "$p"`;
-const WRITE_SHIM = `p=$(realpath -m -- "$1" 2>/dev/null) || exit 4; case "$p" in ${AGENT_HOME}/*) ;; *) exit 4;; esac; [ -d "$p" ] && exit 5; mkdir -p -- "$(dirname -- "$p")" 2>/dev/null || exit 7; cat > "$p" || exit 7; printf '%s' "$p"`;
 
 export class ProcessDriver implements HostDriver {
   readonly name = 'process';
@@ -517,21 +516,8 @@ export class ProcessDriver implements HostDriver {
     const tag = `x${++vm.execSeq}`;
     const started = performance.now();
     const child = this.#spawnInside(vm, tag, ['/bin/sh', '-c', EXEC_SHIM, 'exec', req.cwd ?? AGENT_HOME, ...req.command], req.env ?? {});
-    const out = { stdout: [] as Buffer[], stderr: [] as Buffer[], kept: { stdout: 0, stderr: 0 }, over: { stdout: false, stderr: false } };
-    for (const stream of ['stdout', 'stderr'] as const) {
-      child[stream]!.on('data', (d: Buffer) => {
-        req.onOutput?.(stream, d);
-        const room = req.maxOutputBytes - out.kept[stream];
-        if (room <= 0) {
-          out.over[stream] = true;
-          return;
-        }
-        const keep = d.length > room ? d.subarray(0, room) : d;
-        if (keep.length < d.length) out.over[stream] = true;
-        out[stream].push(keep);
-        out.kept[stream] += keep.length;
-      });
-    }
+    const out = new OutputCollector(req);
+    for (const stream of ['stdout', 'stderr'] as const) child[stream]!.on('data', (d: Buffer) => out.add(stream, d));
     let marker = '';
     (child.stdio[3] as NodeJS.ReadableStream).on('data', (d: Buffer) => {
       marker += d.toString('utf8');
@@ -562,55 +548,21 @@ export class ProcessDriver implements HostDriver {
     this.#cgroups.removeExec(id, tag);
     if (marker === 'notfound') throw new DriverError('exec_failed', `command not found in the environment: ${req.command[0]}`);
     if (marker === 'cwd') throw new DriverError('exec_failed', `cwd does not exist in the environment: ${req.cwd}`);
-    if (code === 125 && !marker && performance.now() - started < 1000 && out.kept.stdout === 0) {
+    if (code === 125 && !marker && performance.now() - started < 1000 && out.kept('stdout') === 0) {
       // The cgroup join or nsenter failed before anything of the agent's ran.
-      const err = Buffer.concat(out.stderr).toString('utf8');
+      const err = out.text('stderr').toString('utf8');
       if (/nsenter|setpriv|cgroup/.test(err)) throw new DriverError('guest_unavailable', 'the environment could not be entered');
     }
-    return {
-      exitCode: code,
-      signal,
-      stdout: Buffer.concat(out.stdout),
-      stderr: Buffer.concat(out.stderr),
-      stdoutTruncated: out.over.stdout,
-      stderrTruncated: out.over.stderr,
-      durationMs: Math.round(performance.now() - started),
-      timedOut,
-    };
+    return out.result(code, signal, started, timedOut);
   }
 
-  /** A file op runs inside as the agent: a symlink can only lead to what the agent may read anyway. */
-  async #fileOp(id: string, shim: string, args: string[], input?: Buffer, max = 64 * 1024 * 1024): Promise<{ code: number | null; stdout: Buffer }> {
-    const r = await this.exec(id, {
-      command: ['/bin/sh', '-c', shim, 'file', ...args],
-      env: { PATH: '/usr/bin:/bin' },
-      stdin: input,
-      timeoutMs: 60_000,
-      maxOutputBytes: max,
-    });
-    return { code: r.exitCode, stdout: r.stdout };
-  }
-
+  /** File calls run inside as the agent (inside.ts): a symlink can only lead to what the agent may read anyway. */
   async readFile(id: string, path: string, maxBytes: number): Promise<Buffer> {
-    const r = await this.#fileOp(id, READ_SHIM, [path, String(maxBytes)], undefined, maxBytes + 1);
-    switch (r.code) {
-      case 0: return r.stdout;
-      case 3: throw new DriverError('file_not_found', 'no such file');
-      case 4: throw new DriverError('file_path_refused', 'the path leads out of the data disk (/home/agent)');
-      case 5: throw new DriverError('file_path_refused', 'the path is not a regular file');
-      case 6: throw new DriverError('file_path_refused', `the file is larger than ${maxBytes} bytes`);
-      default: throw new DriverError('file_failed', 'the file could not be read');
-    }
+    return readFileInside((req) => this.exec(id, req), path, maxBytes);
   }
 
   async writeFile(id: string, path: string, data: Buffer): Promise<{ path: string; size: number }> {
-    const r = await this.#fileOp(id, WRITE_SHIM, [path], data);
-    switch (r.code) {
-      case 0: return { path: r.stdout.toString('utf8'), size: data.length };
-      case 4: throw new DriverError('file_path_refused', 'the path leads out of the data disk (/home/agent)');
-      case 5: throw new DriverError('file_path_refused', 'the path is a directory');
-      default: throw new DriverError('file_failed', 'the file could not be written');
-    }
+    return writeFileInside((req) => this.exec(id, req), path, data);
   }
 
   async close(): Promise<void> {

@@ -1,6 +1,7 @@
 import { connect, type Socket } from 'node:net';
 import { Duplex } from 'node:stream';
 import { DriverError, type ExecRequest, type ExecResult } from '../driver.js';
+import { OutputCollector } from './inside.js';
 
 /**
  * The host's end of the in-guest agent's virtio-serial port (qemu-guest/agent.c), and a
@@ -222,7 +223,7 @@ export class GuestChannel {
     len.writeUInt32LE(stdin.length, 0);
     const payload = Buffer.concat([len, stdin, Buffer.from(strs.map((s) => `${s}\0`).join(''), 'utf8')]);
     const started = performance.now();
-    const out = { stdout: [] as Buffer[], stderr: [] as Buffer[], kept: { stdout: 0, stderr: 0 }, over: { stdout: false, stderr: false } };
+    const out = new OutputCollector(req);
     let timedOut = false;
     return new Promise((resolve, reject) => {
       const kill = () => {
@@ -242,17 +243,7 @@ export class GuestChannel {
       this.#pending.set(id, {
         onFrame: (type, p) => {
           if (type === M.STDOUT || type === M.STDERR) {
-            const stream = type === M.STDOUT ? 'stdout' : 'stderr';
-            const chunk = Buffer.from(p);
-            req.onOutput?.(stream, chunk);
-            const room = req.maxOutputBytes - out.kept[stream];
-            if (room <= 0) out.over[stream] = true;
-            else {
-              const keep = chunk.length > room ? chunk.subarray(0, room) : chunk;
-              if (keep.length < chunk.length) out.over[stream] = true;
-              out[stream].push(keep);
-              out.kept[stream] += keep.length;
-            }
+            out.add(type === M.STDOUT ? 'stdout' : 'stderr', Buffer.from(p));
             return false;
           }
           if (type === M.ERROR) {
@@ -267,16 +258,7 @@ export class GuestChannel {
             done();
             const code = p.readInt32LE(0);
             const sig = p.readInt32LE(4);
-            resolve({
-              exitCode: sig ? null : code,
-              signal: sig ? (SIGNALS[sig] ?? `SIG${sig}`) : null,
-              stdout: Buffer.concat(out.stdout),
-              stderr: Buffer.concat(out.stderr),
-              stdoutTruncated: out.over.stdout,
-              stderrTruncated: out.over.stderr,
-              durationMs: Math.round(performance.now() - started),
-              timedOut,
-            });
+            resolve(out.result(sig ? null : code, sig ? (SIGNALS[sig] ?? `SIG${sig}`) : null, started, timedOut));
             return true;
           }
           return false;

@@ -13,6 +13,7 @@ import {
 } from '../driver.js';
 import { ensureGuestImage, type GuestImage } from './qemu-image.js';
 import { connectUnix, GuestChannel, M, Qmp } from './qemu-channel.js';
+import { readFileInside, writeFileInside } from './inside.js';
 import { sandboxUid, envFile } from './process.js';
 
 /**
@@ -631,31 +632,13 @@ export class QemuDriver implements HostDriver {
     return vm.channel.exec(req, req.cwd ?? DATA_DISK);
   }
 
-  async #fileOp(id: string, shim: string, args: string[], input?: Buffer, max = 64 * 1024 * 1024): Promise<{ code: number | null; stdout: Buffer }> {
-    const r = await this.exec(id, { command: ['/bin/sh', '-c', shim, 'file', ...args], env: { PATH: '/usr/bin:/bin' }, stdin: input, timeoutMs: 60_000, maxOutputBytes: max });
-    return { code: r.exitCode, stdout: r.stdout };
-  }
-
+  /** File calls run inside as the agent (inside.ts), through the in-guest agent's exec. */
   async readFile(id: string, path: string, maxBytes: number): Promise<Buffer> {
-    const r = await this.#fileOp(id, READ_SHIM, [path, String(maxBytes)], undefined, maxBytes + 1);
-    switch (r.code) {
-      case 0: return r.stdout;
-      case 3: throw new DriverError('file_not_found', 'no such file');
-      case 4: throw new DriverError('file_path_refused', 'the path leads out of the data disk (/home/agent)');
-      case 5: throw new DriverError('file_path_refused', 'the path is not a regular file');
-      case 6: throw new DriverError('file_path_refused', `the file is larger than ${maxBytes} bytes`);
-      default: throw new DriverError('file_failed', 'the file could not be read');
-    }
+    return readFileInside((req) => this.exec(id, req), path, maxBytes);
   }
 
   async writeFile(id: string, path: string, data: Buffer): Promise<{ path: string; size: number }> {
-    const r = await this.#fileOp(id, WRITE_SHIM, [path], data);
-    switch (r.code) {
-      case 0: return { path: r.stdout.toString('utf8'), size: data.length };
-      case 4: throw new DriverError('file_path_refused', 'the path leads out of the data disk (/home/agent)');
-      case 5: throw new DriverError('file_path_refused', 'the path is a directory');
-      default: throw new DriverError('file_failed', 'the file could not be written');
-    }
+    return writeFileInside((req) => this.exec(id, req), path, data);
   }
 
   /** Bytes on the host of one environment: data disk, snapshot (for the bench and usage). */
@@ -675,9 +658,6 @@ export class QemuDriver implements HostDriver {
     await Promise.all([...this.#vms.keys()].map((id) => this.stop(id).catch(() => {})));
   }
 }
-
-const READ_SHIM = `p=$(realpath -e -- "$1" 2>/dev/null) || exit 3; case "$p" in ${DATA_DISK}/*) ;; *) exit 4;; esac; [ -f "$p" ] || exit 5; s=$(stat -c %s -- "$p") || exit 7; [ "$s" -le "$2" ] || exit 6; exec cat -- "$p"`;
-const WRITE_SHIM = `p=$(realpath -m -- "$1" 2>/dev/null) || exit 4; case "$p" in ${DATA_DISK}/*) ;; *) exit 4;; esac; [ -d "$p" ] && exit 5; mkdir -p -- "$(dirname -- "$p")" 2>/dev/null || exit 7; cat > "$p" || exit 7; printf '%s' "$p"`;
 
 /** The SURFACE frame: `env`, `ca.pem`, `files/<n>`, `connections/<n>`, each name NUL length bytes. */
 export function surfacePayload(s: Surface): Buffer {
