@@ -1,6 +1,6 @@
 /**
  * The seam between the host agent and what runs an environment (ARCHITECTURE.md, Seams):
- * the process sandbox today (drivers/process.ts), a QEMU microVM next (issue 16). Nothing
+ * the process sandbox (drivers/process.ts) and the QEMU microVM (drivers/qemu.ts). Nothing
  * above this interface knows which one runs; the driver-agnostic tests run against each.
  *
  * A driver keeps no state in the store: the host agent tells it what to run and reports
