@@ -65,12 +65,11 @@ const GUEST_NET = { proxy: 3128, browser: 9222 };
 /** Added to the guest's memory for QEMU's own (devices, and under TCG its 128 MiB translation cache). */
 const QEMU_OVERHEAD_MIB = { tcg: 384, kvm: 192 } as const;
 
+/** A running microVM (a suspended one is only its snapshot on disk). */
 interface Vm {
-  spec: VmSpec;
   proc: ChildProcess;
   channel: GuestChannel;
   qmp: Qmp;
-  status: 'running';
   servers: Array<Server | HttpServer>;
   sockets: Set<Socket>;
   expectedExit: boolean;
@@ -401,7 +400,7 @@ export class QemuDriver implements HostDriver {
     }
     this.opts.log.debug({ environment_id: id, restore, ms: marks }, restore ? 'resumed from a memory snapshot' : 'booted');
     if (restore) rmSync(snapshot, { force: true });
-    const vm: Vm = { spec, proc, channel, qmp, status: 'running', servers, sockets, expectedExit: false, suspending: false, exited };
+    const vm: Vm = { proc, channel, qmp, servers, sockets, expectedExit: false, suspending: false, exited };
     this.#vms.set(id, vm);
     proc.once('exit', (code, signal) => {
       if (this.#vms.get(id) !== vm || vm.suspending) return;
