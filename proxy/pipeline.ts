@@ -216,7 +216,7 @@ function onResponseClose(this: ForwardedResponse): void {
   this[kForward]?.agentClosed();
 }
 function onResponseDrain(this: ForwardedResponse): void {
-  this[kForward]?.controller?.resume();
+  this[kForward]?.drained();
 }
 
 /**
@@ -250,7 +250,25 @@ class Forward implements Dispatcher.DispatchHandler {
   #held: Buffer | null = null;
   /** Bytes the declared Content-Length still expects; -1 when the answer is not length-delimited. */
   #remaining = -1;
-  #corked = false;
+  /**
+   * Pieces of the answer waiting for the event loop's check phase, then written together
+   * (flush): TLS hands the upstream's answer over in 16 KiB pieces, and the writes of one
+   * turn go out as one encryption call and one syscall (Node corks a response's socket
+   * until the next tick) instead of one each.
+   */
+  #pending: Buffer[] = [];
+  #pendingBytes = 0;
+  #flushQueued = false;
+  /** What feeds the answer (the upstream, or the last decoder): paused while the agent's buffer is full. */
+  #source: Pausable | null = null;
+  #waitingDrain = false;
+  /**
+   * The answer is chunked and the gateway writes the chunk framing itself: one chunk per
+   * turn. Node frames every write as a chunk of its own (size line, CRLF, piece, CRLF:
+   * four Writable writes per 16 KiB piece), which cost ~10 % of the gateway's CPU on a
+   * 1 MiB answer (docs/performance.md).
+   */
+  #framed = false;
   /** The request went out on an upstream connection (the upstream may have acted on it). */
   #dispatched = false;
 
@@ -280,6 +298,8 @@ class Forward implements Dispatcher.DispatchHandler {
   /** The answer was cut short (the agent left, the upstream failed mid-body): recorded, nothing to hold. */
   cutShort(): void {
     if (!this.#settle()) return;
+    this.#pending = []; // never written: the answer is cut
+    this.#pendingBytes = 0;
     this.x.entry.bytes_out = this.#out;
     if (this.x.redactor) this.x.entry.redacted = this.x.redactor.replaced > 0;
     void this.x.finish(this.#status).then(this.resolve);
@@ -296,8 +316,10 @@ class Forward implements Dispatcher.DispatchHandler {
         // Fail closed: the agent never gets a complete answer without its audit entry.
         x.res.destroy();
       } else {
-        for (const piece of tail) x.res.write(piece);
-        x.res.end();
+        this.flush(); // if the check phase did not come first
+        this.#write(tail, tail.reduce((n, piece) => n + piece.length, 0));
+        if (this.#framed) x.res.end(LAST_CHUNK);
+        else x.res.end();
       }
       this.resolve();
     });
@@ -348,6 +370,12 @@ class Forward implements Dispatcher.DispatchHandler {
     }
     this.#started = true;
     this.#status = statusCode;
+    if (this.x.res.chunkedEncoding) {
+      // Node chose chunked framing (an HTTP/1.1 agent, a body of unknown length); it was
+      // decided with the headers, keep-alive too: from here the gateway writes the frames.
+      this.x.res.chunkedEncoding = false;
+      this.#framed = true;
+    }
     // Forwarded as declared (no redaction rewrote it): the piece that completes it waits for the commit.
     const declared = h['content-length'];
     if (!bodyless && typeof declared === 'string') this.#remaining = Number(declared);
@@ -374,29 +402,51 @@ class Forward implements Dispatcher.DispatchHandler {
         return;
       }
     }
+    this.#queue(chunk, c);
+  }
+
+  #queue(piece: Buffer, source: Pausable): void {
+    this.#pending.push(piece);
+    this.#pendingBytes += piece.length;
+    this.#source = source;
+    if (this.#flushQueued) return;
+    this.#flushQueued = true;
+    setImmediate(flushForward, this);
+  }
+
+  /** Writes what is pending (one chunk); pauses the source when the agent's buffer is full. */
+  flush(): void {
+    this.#flushQueued = false;
+    const n = this.#pendingBytes;
+    if (n === 0) return;
+    const pending = this.#pending;
+    this.#pending = [];
+    this.#pendingBytes = 0;
     const res = this.x.res;
-    this.#cork(res);
-    if (!res.write(chunk) && res.writableLength >= BACKPRESSURE_BYTES && !c.paused) {
-      c.pause();
+    if (res.destroyed) return;
+    const ok = this.#write(pending, n);
+    const source = this.#source;
+    if (!ok && !this.#waitingDrain && res.writableLength >= BACKPRESSURE_BYTES && source) {
+      this.#waitingDrain = true;
+      source.pause();
       res.once('drain', onResponseDrain);
     }
   }
 
-  /**
-   * Corks the agent's connection until the event loop's check phase: the 16 KiB pieces
-   * TLS hands over one by one from a socket read then go out as one write (one encryption
-   * call and one syscall for several records instead of one each).
-   */
-  #cork(res: ServerResponse): void {
-    if (this.#corked) return;
-    this.#corked = true;
-    res.cork();
-    setImmediate(uncorkForward, this, res);
+  /** Writes `pieces` (n bytes in all), as one chunk when the gateway frames the answer. */
+  #write(pieces: Buffer[], n: number): boolean {
+    if (n === 0) return true;
+    const res = this.x.res;
+    let ok = true;
+    if (this.#framed) res.write(`${n.toString(16)}\r\n`, 'latin1');
+    for (const piece of pieces) ok = res.write(piece);
+    if (this.#framed) ok = res.write(CRLF);
+    return ok;
   }
 
-  uncork(res: ServerResponse): void {
-    this.#corked = false;
-    res.uncork();
+  drained(): void {
+    this.#waitingDrain = false;
+    this.#source?.resume();
   }
 
   onResponseEnd(): void {
@@ -428,19 +478,11 @@ class Forward implements Dispatcher.DispatchHandler {
   }
 
   /**
-   * Writes redacted pieces (a redacted answer is chunked: only its end waits for the
-   * commit); pauses `source` (the upstream or the decoder) while the agent's buffer is full.
+   * Queues redacted pieces (a redacted answer is chunked: only its end waits for the
+   * commit); `source` (the upstream or the last decoder) is paused while the agent's buffer is full.
    */
-  #writeRedacted(pieces: Buffer[], source: { pause(): void; resume(): void; paused?: boolean } | null): void {
-    if (pieces.length === 0) return;
-    const res = this.x.res;
-    let ok = true;
-    this.#cork(res);
-    for (const piece of pieces) ok = res.write(piece);
-    if (!ok && res.writableLength >= BACKPRESSURE_BYTES && source && source.paused !== true) {
-      source.pause();
-      res.once('drain', () => source.resume());
-    }
+  #writeRedacted(pieces: Buffer[], source: Pausable): void {
+    for (const piece of pieces) this.#queue(piece, source);
   }
 
   #startDecoding(codings: string[]): void {
@@ -463,16 +505,24 @@ class Forward implements Dispatcher.DispatchHandler {
   }
 }
 
-function uncorkForward(f: Forward, res: ServerResponse): void {
-  f.uncork(res);
+function flushForward(f: Forward): void {
+  f.flush();
+}
+
+interface Pausable {
+  pause(): unknown;
+  resume(): unknown;
 }
 
 /**
- * The upstream is paused only when this much waits for the agent's connection (a corked
- * socket reports "full" after its first 16 KiB; pausing there would stop the upstream once
- * per piece).
+ * The upstream is paused only when this much waits for the agent's connection (the agent's
+ * socket reports "full" past 16 KiB, i.e. after nearly every turn's write; pausing there
+ * would stop the upstream once per turn).
  */
 const BACKPRESSURE_BYTES = 256 * 1024;
+const CRLF = Buffer.from('\r\n', 'latin1');
+/** The end of a chunked answer (no trailers: the upstream's are not forwarded). */
+const LAST_CHUNK = Buffer.from('0\r\n\r\n', 'latin1');
 
 /** Content codings the gateway can decode to redact an answer. */
 const DECODERS: Record<string, (() => Transform) | undefined> = {

@@ -2,7 +2,9 @@ import { expect } from 'chai';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { createServer as createNetServer, type AddressInfo } from 'node:net';
+import { createServer as createNetServer, connect as netConnect, type AddressInfo, type Socket } from 'node:net';
+import { connect as tlsConnect } from 'node:tls';
+import { once } from 'node:events';
 import { ProxyAgent, request } from 'undici';
 import { generateCa, type CaMaterial } from '../../../certs/ca.js';
 import { createLeafIssuer } from '../../../certs/leaf.js';
@@ -339,6 +341,190 @@ describe('gateway proxy mechanics', function () {
       expect(failed, 'never a complete answer').to.equal(true);
       await auditWritten();
       expect(audit[0]).to.include({ status: 200, upstream_status: 200 });
+    });
+
+    describe('chunk framing written by the gateway (one chunk per event loop turn)', () => {
+      /** A TLS connection through a CONNECT tunnel, read as raw bytes, with a strict HTTP/1.1 answer reader. */
+      async function rawAgent(): Promise<{ send(text: string): void; answer(): Promise<RawAnswer>; raw(): Buffer; close(): void }> {
+        const sock: Socket = netConnect(proxy.port, '127.0.0.1');
+        await once(sock, 'connect');
+        sock.write(`CONNECT api.stripe.com:443 HTTP/1.1\r\nHost: api.stripe.com:443\r\nProxy-Authorization: Basic ${Buffer.from(`${ENV}:pw`).toString('base64')}\r\n\r\n`);
+        let head = '';
+        while (!head.includes('\r\n\r\n')) head += String((await once(sock, 'data'))[0]);
+        expect(head).to.match(/^HTTP\/1\.1 200 /);
+        const conn = tlsConnect({ socket: sock, servername: 'api.stripe.com', ca: ca.certPem });
+        await once(conn, 'secureConnect');
+        let all = Buffer.alloc(0);
+        let pos = 0;
+        let ended = false;
+        let wake: (() => void) | null = null;
+        conn.on('data', (d: Buffer) => {
+          all = Buffer.concat([all, d]);
+          wake?.();
+        });
+        conn.on('end', () => {
+          ended = true;
+          wake?.();
+        });
+        conn.on('error', () => undefined);
+        const more = async () => {
+          if (ended) throw new Error('the connection ended before the answer did');
+          await new Promise<void>((r) => (wake = r));
+          wake = null;
+        };
+        const line = async (): Promise<string> => {
+          for (;;) {
+            const at = all.indexOf('\r\n', pos);
+            if (at >= 0) {
+              const l = all.subarray(pos, at).toString('latin1');
+              pos = at + 2;
+              return l;
+            }
+            await more();
+          }
+        };
+        const take = async (n: number): Promise<Buffer> => {
+          while (all.length - pos < n) await more();
+          pos += n;
+          return all.subarray(pos - n, pos);
+        };
+        return {
+          send: (text) => conn.write(text),
+          raw: () => all,
+          close: () => conn.destroy(),
+          async answer() {
+            const status = Number(/^HTTP\/1\.[01] (\d{3}) /.exec(await line())?.[1]);
+            const headers: Record<string, string> = {};
+            for (let h = await line(); h !== ''; h = await line()) {
+              const colon = h.indexOf(':');
+              headers[h.slice(0, colon).toLowerCase()] = h.slice(colon + 1).trim();
+            }
+            const chunks: number[] = [];
+            const parts: Buffer[] = [];
+            if (headers['transfer-encoding'] === 'chunked') {
+              for (;;) {
+                const size = await line();
+                expect(size, 'a chunk size line is bare hex (no extensions, no padding)').to.match(/^[0-9a-f]+$/);
+                const n = parseInt(size, 16);
+                chunks.push(n);
+                if (n === 0) {
+                  expect(await line(), 'no trailers: the last chunk ends the answer').to.equal('');
+                  break;
+                }
+                parts.push(Buffer.from(await take(n)));
+                expect((await take(2)).toString('latin1'), 'a chunk ends with CRLF').to.equal('\r\n');
+              }
+            } else if (headers['content-length'] !== undefined) {
+              parts.push(Buffer.from(await take(Number(headers['content-length']))));
+            } else {
+              while (!ended) await more().catch(() => undefined);
+              parts.push(all.subarray(pos));
+              pos = all.length;
+            }
+            return { status, headers, chunks, body: Buffer.concat(parts) };
+          },
+        };
+      }
+      interface RawAnswer { status: number; headers: Record<string, string>; chunks: number[]; body: Buffer }
+
+      /** 48 pieces of 16 KiB, written a few per turn, with the real value cut across piece boundaries. */
+      const PIECE = 16 * 1024;
+      function piecesWithValue(): Buffer[] {
+        const body = Buffer.alloc(48 * PIECE, 'a');
+        for (const at of [3 * PIECE - 5, 11 * PIECE - 1, 30 * PIECE - REAL.length + 1, 48 * PIECE - REAL.length]) body.write(REAL, at, 'latin1');
+        return Array.from({ length: 48 }, (_, i) => body.subarray(i * PIECE, (i + 1) * PIECE));
+      }
+      const expected = Buffer.from(Buffer.concat(piecesWithValue()).toString('latin1').split(REAL).join(PLACEHOLDER), 'latin1');
+      function writeInTurns(res: import('node:http').ServerResponse, pieces: Buffer[]): void {
+        let i = 0;
+        const next = () => {
+          for (let k = 0; k < 5 && i < pieces.length; k++) res.write(pieces[i++]);
+          if (i < pieces.length) setImmediate(next);
+          else res.end();
+        };
+        next();
+      }
+
+      it('a redacted answer in many pieces: exact chunk framing, the value replaced across boundaries, the connection kept alive for the next request', async () => {
+        up.respond = (_req, res) => {
+          res.writeHead(200, { 'content-type': 'text/plain', 'content-length': 48 * PIECE });
+          writeInTurns(res, piecesWithValue());
+        };
+        const a = await rawAgent();
+        try {
+          a.send(`GET /v1/files/1 HTTP/1.1\r\nHost: api.stripe.com\r\nAuthorization: Bearer ${PLACEHOLDER}\r\n\r\n`);
+          const first = await a.answer();
+          expect(first.status).to.equal(200);
+          expect(first.headers['transfer-encoding'], 'the length changes: chunked').to.equal('chunked');
+          expect(first.headers).to.not.have.property('content-length');
+          expect(first.body.equals(expected), 'the body, the value replaced by the placeholder everywhere').to.equal(true);
+          expect(first.chunks.length, 'framed in several chunks, not one per 16 KiB piece nor one buffered whole').to.be.within(3, 48);
+          expect(first.chunks.at(-1)).to.equal(0);
+          // The same connection answers again: the framing ended exactly where it said.
+          a.send(`GET /v1/files/2 HTTP/1.1\r\nHost: api.stripe.com\r\nAuthorization: Bearer ${PLACEHOLDER}\r\n\r\n`);
+          const second = await a.answer();
+          expect(second.status).to.equal(200);
+          expect(second.body.equals(expected)).to.equal(true);
+          expect(a.raw().includes(REAL), 'the real value is nowhere on the wire').to.equal(false);
+          await auditWritten(2);
+          expect(audit.map((e) => [e.status, e.redacted, e.bytes_out])).to.deep.equal([[200, true, 48 * PIECE], [200, true, 48 * PIECE]]);
+        } finally {
+          a.close();
+        }
+      });
+
+      it('an empty answer of unknown length is one terminating chunk, with and without a credential; keep-alive holds', async () => {
+        up.respond = (_req, res) => {
+          res.writeHead(200, { 'content-type': 'text/plain' });
+          res.end();
+        };
+        const a = await rawAgent();
+        try {
+          for (const auth of [`Authorization: Bearer ${PLACEHOLDER}\r\n`, '']) {
+            a.send(`GET /v1/empty HTTP/1.1\r\nHost: api.stripe.com\r\n${auth}\r\n`);
+            const r = await a.answer();
+            expect(r).to.deep.include({ status: 200, chunks: [0] });
+            expect(r.body.length).to.equal(0);
+          }
+        } finally {
+          a.close();
+        }
+      });
+
+      it('an upstream\'s chunked answer without a credential is re-framed exactly too', async () => {
+        up.respond = (_req, res) => {
+          res.writeHead(200, { 'content-type': 'text/plain' });
+          writeInTurns(res, piecesWithValue());
+        };
+        const a = await rawAgent();
+        try {
+          a.send('GET /v1/plain HTTP/1.1\r\nHost: api.stripe.com\r\n\r\n');
+          const r = await a.answer();
+          expect(r.headers['transfer-encoding']).to.equal('chunked');
+          expect(r.body.equals(Buffer.concat(piecesWithValue())), 'untouched: nothing was swapped in').to.equal(true);
+          await auditWritten();
+          expect(audit[0]).to.include({ credential: 'none', status: 200, bytes_out: 48 * PIECE });
+        } finally {
+          a.close();
+        }
+      });
+
+      it('an HTTP/1.0 agent gets the redacted answer delimited by the end of the connection (no chunk framing)', async () => {
+        up.respond = (_req, res) => {
+          res.writeHead(200, { 'content-type': 'text/plain' });
+          writeInTurns(res, piecesWithValue());
+        };
+        const a = await rawAgent();
+        try {
+          a.send(`GET /v1/files/1 HTTP/1.0\r\nHost: api.stripe.com\r\nAuthorization: Bearer ${PLACEHOLDER}\r\n\r\n`);
+          const r = await a.answer();
+          expect(r.status).to.equal(200);
+          expect(r.headers).to.not.have.property('transfer-encoding');
+          expect(r.body.equals(expected)).to.equal(true);
+        } finally {
+          a.close();
+        }
+      });
     });
 
     describe('the answer completes only after its audit entry is committed (issue 10)', () => {
