@@ -223,6 +223,23 @@ export function matchMintingPath(segs: readonly string[], pattern: MintingPathPa
   return states.has(m);
 }
 
+/**
+ * The literal a pattern's last element requires of a path's last segment, or null (`*`,
+ * `**`, `*:verb`): a path whose last segment differs cannot match (the last element
+ * consumes exactly the last segment), so the matcher need not run. Exact, never a guess:
+ * the property test checks it against matchMintingPath.
+ */
+export function requiredLastSegment(pattern: MintingPathPattern): string | null {
+  const last = pattern[pattern.length - 1];
+  return last === undefined || last.startsWith('*') ? null : last;
+}
+
+/** Each row's patterns with the last segment they require (POSTs anywhere meet the generic row's 11). */
+const COMPILED_ROWS = CREDENTIAL_MINTING_ROWS.map((row) => ({
+  row,
+  patterns: row.path.map((pattern) => ({ pattern, last: requiredLastSegment(pattern) })),
+}));
+
 /** The path part of an origin-form (or absolute-form) target. */
 function pathname(target: string): string {
   let t = target;
@@ -276,9 +293,12 @@ export function credentialMintingRule(req: { method: string; host: string; path:
   const raw = pathname(req.path);
   const strict = pathSegments(raw).map((s) => s.toLowerCase());
   const loose = looseSegments(raw);
-  for (const row of CREDENTIAL_MINTING_ROWS) {
+  const strictLast = strict[strict.length - 1];
+  const looseLast = loose[loose.length - 1];
+  for (const { row, patterns } of COMPILED_ROWS) {
     if (!methodMatches(row.methods, method) || !hostMatches(row.host, host)) continue;
-    for (const pattern of row.path) {
+    for (const { pattern, last } of patterns) {
+      if (last !== null && last !== strictLast && last !== looseLast) continue;
       if (matchMintingPath(strict, pattern) || matchMintingPath(loose, pattern)) return row.rule;
     }
   }

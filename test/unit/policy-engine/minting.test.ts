@@ -1,6 +1,7 @@
 import { expect } from 'chai';
 import fc from 'fast-check';
 import { credentialMintingRule } from '../../../policy-engine/classify/index.js';
+import { CREDENTIAL_MINTING_ROWS, matchMintingPath, requiredLastSegment } from '../../../policy-engine/classify/minting.js';
 
 describe('credential-minting endpoints (policy-engine/classify/minting)', () => {
   const mint: Array<[string, string, string, string]> = [
@@ -154,6 +155,25 @@ describe('credential-minting endpoints (policy-engine/classify/minting)', () => 
     const path = `${'/a'.repeat(50000)}/oauth2/x/token`;
     expect(credentialMintingRule({ method: 'POST', host: 'auth.example.com', path })).to.equal('generic.oauth.token');
     expect(credentialMintingRule({ method: 'POST', host: 'auth.example.com', path: '/b'.repeat(50000) })).to.equal(null);
+  });
+
+  it('the last-segment shortcut is exact: whenever a pattern matches, the path ends in the literal it requires', () => {
+    const alphabet = ['token', 'oauth', 'oauth2', 'o', 'x', 'a:signjwt', 'keys', 'access_token'];
+    const patternElement = fc.constantFrom('*', '**', '*:signjwt', ...alphabet);
+    const tablePatterns = CREDENTIAL_MINTING_ROWS.flatMap((row) => row.path);
+    fc.assert(
+      fc.property(
+        fc.oneof(fc.array(patternElement, { maxLength: 6 }), fc.constantFrom(...tablePatterns)),
+        fc.array(fc.constantFrom(...alphabet), { maxLength: 8 }),
+        (pattern, segs) => {
+          const last = requiredLastSegment(pattern);
+          if (last !== null && matchMintingPath(segs, pattern)) expect(segs.at(-1), `${pattern.join('/')} ~ ${segs.join('/')}`).to.equal(last);
+        },
+      ),
+      { numRuns: 5000 },
+    );
+    // And it does shortcut: the generic token row's patterns all end in a literal.
+    expect(CREDENTIAL_MINTING_ROWS.find((r) => r.rule === 'generic.oauth.token')!.path.every((p) => requiredLastSegment(p) !== null)).to.equal(true);
   });
 
   it('never throws on odd input', () => {
