@@ -2,7 +2,7 @@ import { execFileSync, spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { chmodSync, closeSync, existsSync, mkdirSync, mkdtempSync, openSync, readFileSync, lstatSync, statSync, readdirSync, readlinkSync, realpathSync, renameSync, rmSync, symlinkSync, writeFileSync, writeSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { dirname, join } from 'node:path';
+import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 /**
@@ -18,9 +18,12 @@ import { fileURLToPath } from 'node:url';
  *    machine's installed packages (`dpkg -L`), with an /etc of its own (no host secrets:
  *    passwd/group name only root, agent and nobody; hosts, an empty resolv.conf).
  *
- * The image directory is named by a hash of what went in (agent source, kernel version,
- * package list, this builder's own source), so a change rebuilds and an unchanged one is
- * reused. A VM keeps the image it booted from (its snapshot restores only on that one).
+ * The image directory is named by a hash of what went in (agent source, the kernel package
+ * and its version, every package of the closure with its installed version, this builder's
+ * own source), so a change rebuilds and an unchanged one is reused: a security update of
+ * the host's curl or of the kernel within its ABI gives the next VMs a new image. A VM
+ * keeps the image it booted from (its snapshot restores only on that one); images no VM
+ * needs any more are removed (pruneGuestImages).
  */
 const BUILDER_VERSION = '1';
 const HERE = dirname(fileURLToPath(import.meta.url));
@@ -48,31 +51,47 @@ export interface GuestImage {
   kernelVersion: string;
 }
 
-function run(cmd: string, args: string[], opts: { cwd?: string; input?: Buffer } = {}): Buffer {
-  return execFileSync(cmd, args, { cwd: opts.cwd, input: opts.input, maxBuffer: 1 << 30, stdio: ['pipe', 'pipe', 'pipe'] });
+function run(cmd: string, args: string[], opts: { cwd?: string } = {}): Buffer {
+  return execFileSync(cmd, args, { cwd: opts.cwd, maxBuffer: 1 << 30, stdio: ['pipe', 'pipe', 'pipe'] });
 }
 
-function kernelPackage(): string {
+/** The kernel package `linux-image-amd64` points at, and the version `apt-get download` fetches. */
+function kernelPackage(): { name: string; version: string } {
   const out = run('apt-cache', ['depends', 'linux-image-amd64']).toString('utf8');
   const m = /Depends: (linux-image-[0-9][^\s]*)/.exec(out);
   if (!m) throw new Error('apt-cache knows no linux-image-amd64 (is this Debian with its package lists? apt-get update)');
-  return m[1]!;
+  const candidate = /Candidate: (\S+)/.exec(run('apt-cache', ['policy', m[1]!]).toString('utf8'))?.[1];
+  if (!candidate || candidate === '(none)') throw new Error(`apt-cache has no candidate version of ${m[1]!}`);
+  return { name: m[1]!, version: candidate };
 }
 
-/** The installed packages of ROOTFS_PACKAGES and everything they depend on. */
-function packageClosure(): string[] {
+/**
+ * The directory name of an image: a hash of everything that goes into it. Package
+ * versions are part of it, so an updated package is a new image, never a stale one.
+ */
+export function imageKey(parts: { kernel: { name: string; version: string }; packages: ReadonlyMap<string, string>; agentSource: Buffer; builderSource: Buffer }): string {
+  const h = createHash('sha256').update(`builder ${BUILDER_VERSION}\n`).update(`kernel ${parts.kernel.name}=${parts.kernel.version}\n`);
+  for (const name of [...parts.packages.keys()].sort()) h.update(`package ${name}=${parts.packages.get(name)!}\n`);
+  return h.update(parts.agentSource).update(parts.builderSource).digest('hex').slice(0, 16);
+}
+
+/** The installed packages of ROOTFS_PACKAGES and everything they depend on, by name, with their installed versions. */
+function packageClosure(): Map<string, string> {
   // One dpkg-query for every package's status (a call per package costs seconds).
-  const installed = new Set<string>();
-  for (const line of run('dpkg-query', ['-W', '-f=${Package} ${Status}\n']).toString('utf8').split('\n')) {
-    const [name, ...status] = line.split(' ');
-    if (name && status.join(' ') === 'install ok installed') installed.add(name);
+  const installed = new Map<string, string>();
+  for (const line of run('dpkg-query', ['-W', '-f=${Package} ${Version} ${Status}\n']).toString('utf8').split('\n')) {
+    const [name, version, ...status] = line.split(' ');
+    if (name && version && status.join(' ') === 'install ok installed') installed.set(name, version);
   }
   const missing = ROOTFS_PACKAGES.filter((p) => !installed.has(p));
   if (missing.length) throw new Error(`the guest image needs these Debian packages installed on the host: ${missing.join(' ')} (apt-get install -y ${missing.join(' ')})`);
   const out = run('apt-cache', ['depends', '--recurse', '--installed', '--no-recommends', '--no-suggests', '--no-conflicts', '--no-breaks', '--no-replaces', '--no-enhances', ...ROOTFS_PACKAGES]).toString('utf8');
-  const names = new Set<string>();
-  for (const line of out.split('\n')) if (line && !line.startsWith(' ') && !line.startsWith('<')) names.add(line.trim());
-  return [...names].filter((p) => installed.has(p)).sort();
+  const closure = new Map<string, string>();
+  for (const line of out.split('\n')) {
+    const name = line.trim();
+    if (line && !line.startsWith(' ') && !line.startsWith('<') && installed.has(name)) closure.set(name, installed.get(name)!);
+  }
+  return closure;
 }
 
 /** The ELF inside a bzImage compressed with xz (Debian's): the data from the xz magic on, decompressed. */
@@ -236,10 +255,11 @@ export function ensureGuestImage(baseDir: string, log: (msg: string) => void = (
 }
 
 function resolveGuestImage(baseDir: string, log: (msg: string) => void): GuestImage {
-  const kpkg = kernelPackage();
-  const packages = packageClosure();
-  const src = readFileSync(agentSource());
-  const key = createHash('sha256').update(BUILDER_VERSION).update(kpkg).update(packages.join(',')).update(src).update(readFileSync(fileURLToPath(import.meta.url))).digest('hex').slice(0, 16);
+  const kernel = kernelPackage();
+  const kpkg = kernel.name;
+  const closure = packageClosure();
+  const packages = [...closure.keys()].sort();
+  const key = imageKey({ kernel, packages: closure, agentSource: readFileSync(agentSource()), builderSource: readFileSync(fileURLToPath(import.meta.url)) });
   const dir = join(baseDir, key);
   const image: GuestImage = { dir, kernel: join(dir, 'vmlinux'), initrd: join(dir, 'initrd.cpio'), rootfs: join(dir, 'rootfs.img'), kernelVersion: kpkg.replace('linux-image-', '') };
   if (existsSync(join(dir, 'done'))) return image;
@@ -250,7 +270,7 @@ function resolveGuestImage(baseDir: string, log: (msg: string) => void): GuestIm
   try {
     rmSync(stage, { recursive: true, force: true });
     mkdirSync(stage, { recursive: true });
-    run('apt-get', ['download', '-q', kpkg], { cwd: work });
+    run('apt-get', ['download', '-q', `${kpkg}=${kernel.version}`], { cwd: work });
     const deb = readdirSync(work).find((f) => f.startsWith(kpkg) && f.endsWith('.deb'));
     if (!deb) throw new Error(`apt-get download ${kpkg} gave no .deb`);
     run('dpkg-deb', ['-x', join(work, deb), join(work, 'k')]);
@@ -273,4 +293,120 @@ function resolveGuestImage(baseDir: string, log: (msg: string) => void): GuestIm
     rmSync(stage, { recursive: true, force: true });
   }
   return image;
+}
+
+/**
+ * Marks that the VM whose record is `recordPath` (its vm.json) uses the image at `imageDir`:
+ * a marker in the image's `users/` naming the record, and the image's `used` file touched.
+ * Throws (ENOENT) when the image is gone; never recreates a removed image's directory.
+ */
+export function recordImageUse(imageDir: string, recordPath: string): void {
+  const users = join(imageDir, 'users');
+  try {
+    mkdirSync(users, { mode: 0o755 }); // not recursive: a removed image stays removed
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
+  }
+  writeFileSync(join(users, createHash('sha256').update(recordPath).digest('hex').slice(0, 24)), `${recordPath}\n`, { mode: 0o644 });
+  writeFileSync(join(imageDir, 'used'), '', { mode: 0o644 });
+}
+
+function processAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code === 'EPERM';
+  }
+}
+
+/**
+ * Whether an image is still needed: built or used within `graceMs`, or named by a VM
+ * record through a marker (a marker whose record is gone or names another image is stale
+ * and removed).
+ */
+function imageNeeded(dir: string, nowMs: number, graceMs: number): boolean {
+  const recent = (f: string) => {
+    const st = statSync(f, { throwIfNoEntry: false });
+    return st !== undefined && nowMs - st.mtimeMs < graceMs;
+  };
+  if (recent(join(dir, 'done')) || recent(join(dir, 'used'))) return true;
+  const users = join(dir, 'users');
+  let markers: string[] = [];
+  try {
+    markers = readdirSync(users);
+  } catch {
+    /* never used */
+  }
+  let needed = false;
+  for (const m of markers) {
+    const marker = join(users, m);
+    let imageDir: unknown;
+    try {
+      imageDir = (JSON.parse(readFileSync(readFileSync(marker, 'utf8').trim(), 'utf8')) as { imageDir?: unknown }).imageDir;
+    } catch {
+      imageDir = undefined; // the record is gone or unreadable
+    }
+    if (typeof imageDir === 'string' && resolve(imageDir) === resolve(dir)) needed = true;
+    else rmSync(marker, { force: true });
+  }
+  return needed;
+}
+
+/**
+ * Removes the guest images no VM needs any more, so updates do not pile images up (each is
+ * a few hundred MiB): an image goes when it is not `current`, no VM record names it (a
+ * suspended VM restores only on the image it booted from; a running one reads it), and it
+ * was neither built nor used within `graceMs` (default a day: another host process sharing
+ * the directory may have started before an update and still boot new VMs from an older
+ * image; each boot marks its use). Also removes pointers (`last-*`) to images that are
+ * gone, and the build and removal directories of processes that are gone. Best effort:
+ * what cannot be removed now is looked at again on the next start.
+ */
+export function pruneGuestImages(baseDir: string, current: string, opts: { nowMs?: number; graceMs?: number } = {}): { removed: string[]; kept: string[] } {
+  const nowMs = opts.nowMs ?? Date.now();
+  const graceMs = opts.graceMs ?? 24 * 3600_000;
+  const removed: string[] = [];
+  const kept: string[] = [];
+  let names: string[];
+  try {
+    names = readdirSync(baseDir);
+  } catch {
+    return { removed, kept };
+  }
+  for (const name of names) {
+    const path = join(baseDir, name);
+    const leftover = /^(?:[0-9a-f]{16}\.tmp|\.trash-[0-9a-f]{16})-(\d+)$/.exec(name);
+    if (leftover) {
+      if (!processAlive(Number(leftover[1]))) {
+        rmSync(path, { recursive: true, force: true });
+        removed.push(path);
+      }
+      continue;
+    }
+    if (!/^[0-9a-f]{16}$/.test(name) || resolve(path) === resolve(current)) continue;
+    if (imageNeeded(path, nowMs, graceMs)) {
+      kept.push(path);
+      continue;
+    }
+    // Out of the way in one rename, then deleted: nobody sees half an image.
+    const trash = join(baseDir, `.trash-${name}-${process.pid}`);
+    try {
+      renameSync(path, trash);
+    } catch {
+      continue;
+    }
+    rmSync(trash, { recursive: true, force: true });
+    removed.push(path);
+  }
+  for (const name of names) {
+    if (!name.startsWith('last-')) continue;
+    const pointer = join(baseDir, name);
+    try {
+      if (!existsSync(join(readFileSync(pointer, 'utf8').trim(), 'done'))) rmSync(pointer, { force: true });
+    } catch {
+      /* gone meanwhile */
+    }
+  }
+  return { removed, kept };
 }

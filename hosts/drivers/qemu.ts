@@ -4,14 +4,14 @@ import { constants as fsConstants, promises as fsp, chmodSync, chownSync, exists
 import { createServer, connect, type Server, type Socket } from 'node:net';
 import { createServer as createHttpServer, type IncomingMessage, type RequestListener, type Server as HttpServer } from 'node:http';
 import type { Duplex } from 'node:stream';
-import { join } from 'node:path';
+import { join, resolve } from 'node:path';
 import type { Logger } from '../../lib/log.js';
 import { Cgroups } from '../cgroups.js';
 import type { Peer } from '../peer.js';
 import {
   DATA_DISK, DriverError, type ExecRequest, type ExecResult, type HostCapabilities, type HostDriver, type Surface, type VmSpec, type VmStatus,
 } from '../driver.js';
-import { ensureGuestImage, type GuestImage } from './qemu-image.js';
+import { ensureGuestImage, pruneGuestImages, recordImageUse, type GuestImage } from './qemu-image.js';
 import { connectUnix, GuestChannel, M, Qmp } from './qemu-channel.js';
 import { readFileInside, writeFileInside } from './inside.js';
 import { sandboxUid, envFile } from './process.js';
@@ -165,10 +165,25 @@ export class QemuDriver implements HostDriver {
     this.#exitListeners.push(listener);
   }
 
-  /** Builds (or finds) the guest image; the first call may take a minute. */
+  /**
+   * Builds (or finds) the guest image; the first call may take a minute, and removes the
+   * images no VM needs any more (qemu-image.ts pruneGuestImages). Looked up again when the
+   * one in hand was removed meanwhile (by another host process sharing the directory).
+   */
   image(): GuestImage {
-    if (!this.#image) this.#image = ensureGuestImage(this.opts.imageDir, (msg) => this.opts.log.info(msg));
-    return this.#image;
+    if (this.#image && existsSync(join(this.#image.dir, 'done'))) return this.#image;
+    const first = this.#image === null;
+    const image = ensureGuestImage(this.opts.imageDir, (msg) => this.opts.log.info(msg));
+    this.#image = image;
+    if (first) {
+      try {
+        const { removed } = pruneGuestImages(this.opts.imageDir, image.dir);
+        if (removed.length > 0) this.opts.log.info({ removed }, 'qemu: removed guest images no VM needs any more');
+      } catch (err) {
+        this.opts.log.warn({ err: (err as Error).message }, 'qemu: could not look for unused guest images');
+      }
+    }
+    return image;
   }
 
   #dir(id: string): string {
@@ -338,7 +353,12 @@ export class QemuDriver implements HostDriver {
       record = { imageDir: image.dir, argv: this.#argv(spec), accel: this.#accel };
       writeFileSync(join(dir, 'vm.json'), JSON.stringify(record, null, 1), { mode: 0o600 });
     }
-    if (!existsSync(record.imageDir)) throw new DriverError('start_failed', 'the guest image this VM booted from is gone');
+    try {
+      // Marks the use, so no prune removes the image while this VM may need it.
+      recordImageUse(record.imageDir, resolve(dir, 'vm.json'));
+    } catch {
+      throw new DriverError('start_failed', 'the guest image this VM booted from is gone');
+    }
     for (const s of ['agent.sock', 'qmp.sock']) rmSync(join(dir, s), { force: true });
     const { servers, sockets, control } = await this.#serve(id);
     this.#cgroups.remove(id);

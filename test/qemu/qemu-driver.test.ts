@@ -1,7 +1,7 @@
 import { expect } from 'chai';
 import { execFileSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { copyFileSync, existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { copyFileSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -75,6 +75,11 @@ describe('qemu driver: a real microVM', function () {
     const info2 = JSON.parse(execFileSync('qemu-img', ['info', '-U', '--output=json', join(root, 'environments', spec.id, 'disk.qcow2')], { encoding: 'utf8' }));
     expect(info2.encrypted).to.equal(true);
     expect(info2['format-specific'].data.encrypt.format).to.equal('luks');
+    // The image marks this VM as its user, so no prune removes it while the VM may restore on it.
+    const record = join(root, 'environments', spec.id, 'vm.json');
+    const { imageDir } = JSON.parse(readFileSync(record, 'utf8')) as { imageDir: string };
+    expect(imageDir).to.equal(driver.image().dir);
+    expect(readdirSync(join(imageDir, 'users')).map((m) => readFileSync(join(imageDir, 'users', m), 'utf8').trim())).to.include(record);
     // Every argument arrives (the API allows 4096), none dropped on the way in.
     const many = await driver.exec(spec.id, { command: ['/bin/sh', '-c', 'echo $# "$4000"', 'sh', ...Array.from({ length: 4000 }, (_, i) => `a${i + 1}`)], env: { PATH: '/usr/bin:/bin' }, timeoutMs: 30_000, maxOutputBytes: 4096 });
     expect(many.stdout.toString()).to.equal('4000 a4000\n');
