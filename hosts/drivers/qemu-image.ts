@@ -243,15 +243,48 @@ export function ensureGuestImage(baseDir: string, log: (msg: string) => void = (
     .update(stat('/var/lib/dpkg/status')).update(stat('/var/lib/apt/lists')).digest('hex');
   const pointer = join(baseDir, `last-${fingerprint.slice(0, 16)}`);
   if (existsSync(pointer)) {
-    const dir = readFileSync(pointer, 'utf8').trim();
-    if (existsSync(join(dir, 'done'))) {
-      const kpkgLine = readFileSync(join(dir, 'done'), 'utf8').split('\n')[0]!;
-      return { dir, kernel: join(dir, 'vmlinux'), initrd: join(dir, 'initrd.cpio'), rootfs: join(dir, 'rootfs.img'), kernelVersion: kpkgLine.replace('linux-image-', '') };
-    }
+    const image = imageAt(readFileSync(pointer, 'utf8').trim());
+    if (image) return image;
   }
-  const image = resolveGuestImage(baseDir, log);
+  let image: GuestImage;
+  try {
+    image = resolveGuestImage(baseDir, log);
+  } catch (err) {
+    // A new image could not be built (the mirror unreachable for a new kernel, say): the
+    // newest complete one keeps the host running, and the next start tries again.
+    const fallback = newestImage(baseDir);
+    if (!fallback) throw err;
+    log(`could not build a new guest image (${(err as Error).message.slice(0, 300)}); booting from the newest one there is, ${fallback.dir}`);
+    return fallback;
+  }
   writeFileSync(pointer, `${image.dir}\n`);
   return image;
+}
+
+function imageAt(dir: string): GuestImage | null {
+  try {
+    const kpkgLine = readFileSync(join(dir, 'done'), 'utf8').split('\n')[0]!;
+    return { dir, kernel: join(dir, 'vmlinux'), initrd: join(dir, 'initrd.cpio'), rootfs: join(dir, 'rootfs.img'), kernelVersion: kpkgLine.replace('linux-image-', '') };
+  } catch {
+    return null;
+  }
+}
+
+/** The most recently built complete image in `baseDir`, or null. */
+export function newestImage(baseDir: string): GuestImage | null {
+  let best: { image: GuestImage; at: number } | null = null;
+  let names: string[] = [];
+  try {
+    names = readdirSync(baseDir).filter((n) => /^[0-9a-f]{16}$/.test(n));
+  } catch {
+    return null;
+  }
+  for (const name of names) {
+    const image = imageAt(join(baseDir, name));
+    const at = image ? statSync(join(image.dir, 'done'), { throwIfNoEntry: false })?.mtimeMs : undefined;
+    if (image && at !== undefined && (!best || at > best.at)) best = { image, at };
+  }
+  return best?.image ?? null;
 }
 
 function resolveGuestImage(baseDir: string, log: (msg: string) => void): GuestImage {

@@ -3,7 +3,7 @@ import { spawn } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, utimesSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { imageKey, pruneGuestImages, recordImageUse } from '../../../hosts/drivers/qemu-image.js';
+import { imageKey, newestImage, pruneGuestImages, recordImageUse } from '../../../hosts/drivers/qemu-image.js';
 
 /**
  * Guest images of the qemu runtime over time (hosts/drivers/qemu-image.ts): named by
@@ -29,7 +29,8 @@ describe('qemu guest images: keys and pruning', () => {
   function image(ageMs: number): string {
     const dir = join(base, (++n).toString(16).padStart(16, '0'));
     mkdirSync(dir);
-    for (const f of ['vmlinux', 'initrd.cpio', 'rootfs.img', 'done']) writeFileSync(join(dir, f), f);
+    for (const f of ['vmlinux', 'initrd.cpio', 'rootfs.img']) writeFileSync(join(dir, f), f);
+    writeFileSync(join(dir, 'done'), 'linux-image-6.1.0-28-amd64\ncurl python3\n'); // as the builder writes it
     const t = (NOW - ageMs) / 1000;
     utimesSync(join(dir, 'done'), t, t);
     return dir;
@@ -121,6 +122,17 @@ describe('qemu guest images: keys and pruning', () => {
     const gone = join(base, 'ffffffffffffffff');
     expect(() => recordImageUse(gone, join(envs, 'vm.json'))).to.throw(/ENOENT/);
     expect(existsSync(gone)).to.equal(false);
+  });
+
+  it('newestImage (what a host boots from when a new image cannot be built): the most recently completed one, never a partial one', () => {
+    expect(newestImage(base)).to.equal(null);
+    image(3 * DAY);
+    const newer = image(DAY);
+    const partial = image(0);
+    rmSync(join(partial, 'done')); // a build that did not finish has no `done`
+    mkdirSync(join(base, `0123456789abcdef.tmp-${process.pid}`));
+    expect(newestImage(base)?.dir).to.equal(newer);
+    expect(newestImage(base)?.kernelVersion).to.equal('6.1.0-28-amd64');
   });
 
   it('a directory that does not exist yet is nothing to prune', () => {
