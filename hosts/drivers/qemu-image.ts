@@ -251,8 +251,9 @@ export function ensureGuestImage(baseDir: string, log: (msg: string) => void = (
     image = resolveGuestImage(baseDir, log);
   } catch (err) {
     // A new image could not be built (the mirror unreachable for a new kernel, say): the
-    // newest complete one keeps the host running, and the next start tries again.
-    const fallback = newestImage(baseDir);
+    // newest complete one of this very agent and builder keeps the host running (an image
+    // of another agent would not speak this driver's protocol), and the next start tries again.
+    const fallback = newestImage(baseDir, buildId());
     if (!fallback) throw err;
     log(`could not build a new guest image (${(err as Error).message.slice(0, 300)}); booting from the newest one there is, ${fallback.dir}`);
     return fallback;
@@ -270,8 +271,13 @@ function imageAt(dir: string): GuestImage | null {
   }
 }
 
-/** The most recently built complete image in `baseDir`, or null. */
-export function newestImage(baseDir: string): GuestImage | null {
+/** What an image's agent and builder are (the last line of its `done`): images of the same build differ only in package versions. */
+function buildId(): string {
+  return createHash('sha256').update(readFileSync(agentSource())).update(readFileSync(fileURLToPath(import.meta.url))).digest('hex').slice(0, 16);
+}
+
+/** The most recently built complete image in `baseDir` of build `build`, or null. */
+export function newestImage(baseDir: string, build: string): GuestImage | null {
   let best: { image: GuestImage; at: number } | null = null;
   let names: string[] = [];
   try {
@@ -281,8 +287,11 @@ export function newestImage(baseDir: string): GuestImage | null {
   }
   for (const name of names) {
     const image = imageAt(join(baseDir, name));
-    const at = image ? statSync(join(image.dir, 'done'), { throwIfNoEntry: false })?.mtimeMs : undefined;
-    if (image && at !== undefined && (!best || at > best.at)) best = { image, at };
+    if (!image) continue;
+    const done = join(image.dir, 'done');
+    if (!readFileSync(done, 'utf8').split('\n').includes(`build ${build}`)) continue;
+    const at = statSync(done).mtimeMs;
+    if (!best || at > best.at) best = { image, at };
   }
   return best?.image ?? null;
 }
@@ -315,7 +324,7 @@ function resolveGuestImage(baseDir: string, log: (msg: string) => void): GuestIm
     writeFileSync(join(stage, 'initrd.cpio'), buildInitrd(join(work, 'k', 'lib', 'modules', kver, 'kernel'), readFileSync(agentBin)));
     buildRootfs(work, packages, join(stage, 'rootfs.img'));
     const fd = openSync(join(stage, 'done'), 'w');
-    writeSync(fd, `${kpkg}\n${packages.join(' ')}\n`);
+    writeSync(fd, `${kpkg}\n${packages.join(' ')}\nbuild ${buildId()}\n`);
     closeSync(fd);
     for (const f of ['vmlinux', 'initrd.cpio', 'rootfs.img', 'done']) chmodSync(join(stage, f), 0o644);
     chmodSync(stage, 0o755);

@@ -25,12 +25,12 @@ describe('qemu guest images: keys and pruning', () => {
   });
 
   let n = 0;
-  /** An image directory as the builder leaves it, built `ageMs` ago. */
-  function image(ageMs: number): string {
+  /** An image directory as the builder leaves it, built `ageMs` ago (by agent and builder `build`). */
+  function image(ageMs: number, build = 'aaaaaaaaaaaaaaaa'): string {
     const dir = join(base, (++n).toString(16).padStart(16, '0'));
     mkdirSync(dir);
     for (const f of ['vmlinux', 'initrd.cpio', 'rootfs.img']) writeFileSync(join(dir, f), f);
-    writeFileSync(join(dir, 'done'), 'linux-image-6.1.0-28-amd64\ncurl python3\n'); // as the builder writes it
+    writeFileSync(join(dir, 'done'), `linux-image-6.1.0-28-amd64\ncurl python3\nbuild ${build}\n`); // as the builder writes it
     const t = (NOW - ageMs) / 1000;
     utimesSync(join(dir, 'done'), t, t);
     return dir;
@@ -124,15 +124,17 @@ describe('qemu guest images: keys and pruning', () => {
     expect(existsSync(gone)).to.equal(false);
   });
 
-  it('newestImage (what a host boots from when a new image cannot be built): the most recently completed one, never a partial one', () => {
-    expect(newestImage(base)).to.equal(null);
+  it('newestImage (what a host boots from when a new image cannot be built): the most recently completed one of the same agent and builder, never a partial one', () => {
+    const build = 'aaaaaaaaaaaaaaaa';
+    expect(newestImage(base, build)).to.equal(null);
     image(3 * DAY);
     const newer = image(DAY);
     const partial = image(0);
     rmSync(join(partial, 'done')); // a build that did not finish has no `done`
+    image(0, 'bbbbbbbbbbbbbbbb'); // newer, but another agent: it would not speak this driver's protocol
     mkdirSync(join(base, `0123456789abcdef.tmp-${process.pid}`));
-    expect(newestImage(base)?.dir).to.equal(newer);
-    expect(newestImage(base)?.kernelVersion).to.equal('6.1.0-28-amd64');
+    expect(newestImage(base, build)?.dir).to.equal(newer);
+    expect(newestImage(base, build)?.kernelVersion).to.equal('6.1.0-28-amd64');
   });
 
   it('a directory that does not exist yet is nothing to prune', () => {
