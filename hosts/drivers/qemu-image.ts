@@ -243,8 +243,8 @@ export function ensureGuestImage(baseDir: string, log: (msg: string) => void = (
     .update(stat('/var/lib/dpkg/status')).update(stat('/var/lib/apt/lists')).digest('hex');
   const pointer = join(baseDir, `last-${fingerprint.slice(0, 16)}`);
   if (existsSync(pointer)) {
-    const image = imageAt(readFileSync(pointer, 'utf8').trim());
-    if (image) return image;
+    const found = readImage(readFileSync(pointer, 'utf8').trim());
+    if (found) return found.image;
   }
   let image: GuestImage;
   try {
@@ -262,10 +262,16 @@ export function ensureGuestImage(baseDir: string, log: (msg: string) => void = (
   return image;
 }
 
-function imageAt(dir: string): GuestImage | null {
+/** The files of the image in `dir`, whose kernel came from the package `kernelPackageName`. */
+function imageIn(dir: string, kernelPackageName: string): GuestImage {
+  return { dir, kernel: join(dir, 'vmlinux'), initrd: join(dir, 'initrd.cpio'), rootfs: join(dir, 'rootfs.img'), kernelVersion: kernelPackageName.replace('linux-image-', '') };
+}
+
+/** A complete image (one with `done`) and the lines of its `done` (kernel package, packages, build), or null. */
+function readImage(dir: string): { image: GuestImage; done: string[] } | null {
   try {
-    const kpkgLine = readFileSync(join(dir, 'done'), 'utf8').split('\n')[0]!;
-    return { dir, kernel: join(dir, 'vmlinux'), initrd: join(dir, 'initrd.cpio'), rootfs: join(dir, 'rootfs.img'), kernelVersion: kpkgLine.replace('linux-image-', '') };
+    const done = readFileSync(join(dir, 'done'), 'utf8').split('\n');
+    return { image: imageIn(dir, done[0]!), done };
   } catch {
     return null;
   }
@@ -286,12 +292,10 @@ export function newestImage(baseDir: string, build: string): GuestImage | null {
     return null;
   }
   for (const name of names) {
-    const image = imageAt(join(baseDir, name));
-    if (!image) continue;
-    const done = join(image.dir, 'done');
-    if (!readFileSync(done, 'utf8').split('\n').includes(`build ${build}`)) continue;
-    const at = statSync(done).mtimeMs;
-    if (!best || at > best.at) best = { image, at };
+    const found = readImage(join(baseDir, name));
+    if (!found?.done.includes(`build ${build}`)) continue;
+    const at = statSync(join(found.image.dir, 'done')).mtimeMs;
+    if (!best || at > best.at) best = { image: found.image, at };
   }
   return best?.image ?? null;
 }
@@ -303,7 +307,7 @@ function resolveGuestImage(baseDir: string, log: (msg: string) => void): GuestIm
   const packages = [...closure.keys()].sort();
   const key = imageKey({ kernel, packages: closure, agentSource: readFileSync(agentSource()), builderSource: readFileSync(fileURLToPath(import.meta.url)) });
   const dir = join(baseDir, key);
-  const image: GuestImage = { dir, kernel: join(dir, 'vmlinux'), initrd: join(dir, 'initrd.cpio'), rootfs: join(dir, 'rootfs.img'), kernelVersion: kpkg.replace('linux-image-', '') };
+  const image = imageIn(dir, kpkg);
   if (existsSync(join(dir, 'done'))) return image;
   log(`building the guest image in ${dir} (${kpkg}, ${packages.length} packages)`);
   mkdirSync(baseDir, { recursive: true, mode: 0o755 });
