@@ -26,7 +26,7 @@ export function standInToken(key: Buffer, environmentId: string, connectionId: s
  * serve only that API's calls, so a batch for the connector's API carries only its calls.
  */
 export function connectorAllows(connector: Connector, host: string, port: number, path: string): boolean {
-  if (port !== 443) return false;
+  if (port !== 443 || !plainPath(path)) return false;
   switch (connector) {
     case 'gmail':
       return host === 'gmail.googleapis.com' || (host === 'www.googleapis.com' && /^\/(upload\/|batch\/)?gmail\//.test(path));
@@ -35,6 +35,24 @@ export function connectorAllows(connector: Connector, host: string, port: number
     case 'slack':
       return host === 'slack.com' && path.startsWith('/api/');
   }
+}
+
+/**
+ * A path every server reads the same way: no dot segment (`..`, `.`, `..;`, `.. `), raw or
+ * percent-encoded (once or twice: `%2e%2e`, `%252e%252e`, `v3%2F..`), and no backslash.
+ * The prefix checks above read the raw path; `/calendar/../gmail/v1/...` passed them and
+ * went out with the real token to a server that resolves it to Gmail (issue 23, item 8).
+ * Google's and Slack's APIs never need such a path, so it is refused, not normalised.
+ */
+function plainPath(path: string): boolean {
+  let decoded = path;
+  for (let i = 0; i < 3; i++) {
+    const next = decoded.replace(/%([0-7][0-9A-Fa-f])/g, (_, h: string) => String.fromCharCode(parseInt(h, 16)));
+    if (next === decoded) break;
+    decoded = next;
+  }
+  if (decoded.includes('\\')) return false;
+  return decoded.split('/').every((seg) => !/^\.+$/.test(seg.split(';')[0]!.replace(/\s+/g, '')));
 }
 
 /** The API hosts of each connector: also on the effective egress allowlist of an environment whose end user connected it. */

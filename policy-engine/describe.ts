@@ -15,6 +15,11 @@
  *  - control, bidi-override and zero-width characters become U+FFFD, so a value cannot
  *    reorder or hide the rest of the card; every value is bounded in length;
  *  - strings in `hide` (the agent's placeholders and stand-ins) never appear in a value.
+ * A mail's recipients are never cut (issue 23, item 5): the whole header block is read (up
+ * to the 35 MiB Gmail accepts) or the card says it could not be shown; each address of
+ * From, Reply-To, To, Cc and Bcc is an entry of its own (`addresses`), the address whole and
+ * its display name bounded apart, so a long name cannot push an address off the card; past
+ * MAX_ADDRESSES the card says how many more there are and that it could not show them all.
  * The caller passes the body the agent sent, before any credential was swapped in.
  */
 import { isGoogleHost } from './classify/index.js';
@@ -24,10 +29,32 @@ import { isCalendarPath, notifiesGuests } from './classify/calendar.js';
 import { isSlackApiPath, isSlackHost } from './classify/slack.js';
 import { STRIPE_HOST } from './classify/stripe.js';
 import type { ClassifyRequest, ParsedRequest } from './classify/types.js';
+import { parseAddressList } from './address-list.js';
+import { decodeEncodedWords, MAX_MESSAGE_BYTES, mimeHeaders, readHeaderBlock, rfc822Part, type HeaderBlock } from './mime-headers.js';
+
+export { decodeEncodedWords, mimeHeaders, MAX_MESSAGE_BYTES } from './mime-headers.js';
+export { parseAddressList } from './address-list.js';
+
+/** One address of a mail's From, Reply-To, To, Cc or Bcc, as the card shows it (one a line). */
+export interface DetailAddress {
+  /** The address, whole: never cut (one longer than MAX_ADDRESS_CHARS makes the content unreadable instead); '' for an empty group or `<>`. */
+  readonly address: string;
+  /** Its display name, cut at MAX_NAME_CHARS. */
+  readonly name?: string;
+  /** The group it is listed under (`Team: a@x, b@x;`), cut at MAX_NAME_CHARS. */
+  readonly group?: string;
+  /** Why it is not a plain address (not well-formed, non-ASCII characters, an empty group). */
+  readonly note?: string;
+}
 
 export interface DetailField {
   readonly label: string;
+  /** The value as text; for an address field, its listed addresses, comma-separated (names are in `addresses`). */
   readonly value: string;
+  /** An address field's entries, one per address, in header order (duplicate headers included). */
+  readonly addresses?: readonly DetailAddress[];
+  /** How many more addresses the field names than `addresses` lists (the card says so). */
+  readonly more?: number;
 }
 
 export interface RequestDetails {
@@ -38,34 +65,73 @@ export interface RequestDetails {
   readonly unreadable?: string;
 }
 
-/** A value longer than this is cut, saying how much was left out. */
+/** A value longer than this is cut, saying how much was left out (addresses never are). */
 export const MAX_DETAIL_VALUE = 500;
-/** At most this many fields per request. */
+/** At most this many fields per request (address fields always count in). */
 export const MAX_DETAIL_FIELDS = 12;
-/** Base64 characters of a Gmail `raw` message decoded to find its headers (they come first). */
-const MAX_RAW_CHARS = 256 * 1024;
+/**
+ * An address longer than this makes the mail's content unreadable: no deliverable address is
+ * (RFC 5321: 64 octets of local part, 255 of domain), and an address is never cut.
+ */
+export const MAX_ADDRESS_CHARS = 320;
+/** A display name or group name is cut here (the address beside it is whole). */
+export const MAX_NAME_CHARS = 80;
+/** A mail's card lists at most this many addresses; past it, each field says how many more. */
+export const MAX_ADDRESSES = 200;
+/**
+ * …and at most this many bytes of them (JSON, as stored): the details are stored in a TEXT
+ * column (64 KiB on MySQL), and 200 addresses of 320 characters with 80-character names
+ * would not fit. Taken round-robin over the fields, so no field is crowded out by another.
+ */
+export const MAX_ADDRESS_BYTES = 32 * 1024;
 
 // C0 (but tab and newline), DEL, C1, bidi embeddings/overrides/isolates, zero-width and
 // other invisible formatting characters, line and paragraph separators.
 // eslint-disable-next-line no-control-regex
 const UNSAFE_CHARS = /[\u0000-\u0008\u000b-\u001f\u007f-\u009f\u061c\u115f\u1160\u180e\u200b-\u200f\u2028-\u202e\u2060-\u206f\u3164\ufeff\ufff9-\ufffb]/g;
+/** In a one-line value (an address, a name) a tab or newline would fake a line of its own; a lone surrogate is no character. */
+// eslint-disable-next-line no-control-regex
+const LINE_UNSAFE = /[\t\n]|[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/g;
 
-function clean(s: string, hide: readonly string[]): string {
+function hidden(s: string, hide: readonly string[]): string {
   let v = s;
   for (const h of hide) if (h.length >= 8) v = v.split(h).join('[credential]');
-  v = v.replace(UNSAFE_CHARS, '\uFFFD');
-  if (v.length > MAX_DETAIL_VALUE) v = `${v.slice(0, MAX_DETAIL_VALUE)}… (${v.length - MAX_DETAIL_VALUE} more characters)`;
-  return v;
+  return v.replace(UNSAFE_CHARS, '\uFFFD');
+}
+
+function cut(v: string, max: number): string {
+  if (v.length <= max) return v;
+  const at = /[\ud800-\udbff]/.test(v[max - 1]!) ? max - 1 : max;
+  return `${v.slice(0, at)}… (${v.length - at} more characters)`;
+}
+
+function clean(s: string, hide: readonly string[]): string {
+  return cut(hidden(s, hide), MAX_DETAIL_VALUE);
+}
+
+/** One line, whole (the caller bounds it). */
+function cleanLine(s: string, hide: readonly string[]): string {
+  return hidden(s, hide).replace(LINE_UNSAFE, '\uFFFD');
 }
 
 class Fields {
   readonly out: DetailField[] = [];
-  constructor(private readonly hide: readonly string[]) {}
+  constructor(readonly hide: readonly string[]) {}
   add(label: string, values: readonly string[] | string | undefined | null): void {
     const list = (typeof values === 'string' ? [values] : values ?? []).filter((v) => v !== '');
     if (list.length === 0 || this.out.length >= MAX_DETAIL_FIELDS) return;
     this.out.push({ label, value: clean(list.join(list.length > 1 && list.some((v) => v.includes(',')) ? ' | ' : ', '), this.hide) });
   }
+  /** Address fields are never dropped for MAX_DETAIL_FIELDS (a mail has at most 7 fields). */
+  addAddresses(label: string, addresses: readonly DetailAddress[], more: number): void {
+    const shown = addresses.map(addressText);
+    if (more > 0) shown.push(`… ${more} more not shown`);
+    this.out.push({ label, value: shown.join(', '), addresses, ...(more > 0 ? { more } : {}) });
+  }
+}
+
+function addressText(a: DetailAddress): string {
+  return a.address !== '' ? a.address : a.group !== undefined ? `${a.group}:;` : '<>';
 }
 
 function isObject(v: unknown): v is Record<string, unknown> {
@@ -78,86 +144,86 @@ function str(v: unknown): string | undefined {
   return undefined;
 }
 
-// ---------------------------------------------------------------- MIME headers (Gmail)
+// ---------------------------------------------------------------- Gmail
 
-/** RFC 2047 encoded words (`=?utf-8?B?...?=`, `=?iso-8859-1?Q?...?=`); others left as they are. */
-export function decodeEncodedWords(s: string): string {
-  return s
-    .replace(/(=\?[^?\s]+\?[BbQq]\?[^?\s]*\?=)\s+(?==\?[^?\s]+\?[BbQq]\?[^?\s]*\?=)/g, '$1')
-    .replace(/=\?([^?\s]+)\?([BbQq])\?([^?\s]*)\?=/g, (whole, charset: string, enc: string, text: string) => {
-      let bytes: Buffer;
-      if (enc.toUpperCase() === 'B') bytes = Buffer.from(text, 'base64');
-      else {
-        const t = text.replace(/_/g, ' ');
-        const arr: number[] = [];
-        for (let i = 0; i < t.length; i++) {
-          const hex = t.slice(i + 1, i + 3);
-          if (t[i] === '=' && /^[0-9A-Fa-f]{2}$/.test(hex)) {
-            arr.push(parseInt(hex, 16));
-            i += 2;
-          } else arr.push(t.charCodeAt(i) & 0xff);
-        }
-        bytes = Buffer.from(arr);
-      }
-      try {
-        return new TextDecoder(charset.split('*')[0]!.toLowerCase()).decode(bytes);
-      } catch {
-        return whole; // a charset we do not know: shown as sent
-      }
-    });
-}
+/** The address headers shown, in card order: who it is from, where replies go, who receives it. */
+const ADDRESS_HEADERS: ReadonlyArray<readonly [string, string]> = [['from', 'From'], ['reply-to', 'Reply-To'], ['to', 'To'], ['cc', 'Cc'], ['bcc', 'Bcc']];
+const RECIPIENT_LABELS = new Set(['To', 'Cc', 'Bcc']);
 
-/** The header block of an RFC 5322 message, unfolded: name (lowercased) → values in order. */
-export function mimeHeaders(message: string): Map<string, string[]> {
-  const m = /\r?\n\r?\n/.exec(message);
-  const block = m ? message.slice(0, m.index) : message;
-  const out = new Map<string, string[]>();
-  let current: { name: string; value: string } | null = null;
-  const flush = () => {
-    if (current) out.set(current.name, [...(out.get(current.name) ?? []), current.value.trim()]);
-    current = null;
-  };
-  for (const line of block.split(/\r?\n/)) {
-    if ((line.startsWith(' ') || line.startsWith('\t')) && current) {
-      current.value += ` ${line.trim()}`;
-      continue;
+/**
+ * Which entries of each list the card lists: round-robin (every list's first address, then
+ * every list's second, ...) until MAX_ADDRESSES or MAX_ADDRESS_BYTES, so 200 harmless `To`
+ * addresses cannot crowd a `Bcc` out; what is left is counted, never dropped unsaid.
+ */
+function allot(lists: ReadonlyArray<readonly DetailAddress[]>): number[] {
+  const shown = lists.map(() => 0);
+  let count = 0;
+  let bytes = 0;
+  for (let i = 0; ; i++) {
+    let any = false;
+    for (let k = 0; k < lists.length; k++) {
+      const e = lists[k]![i];
+      if (e === undefined) continue;
+      any = true;
+      const cost = Buffer.byteLength(JSON.stringify(e)) + Buffer.byteLength(addressText(e)) + 2;
+      if (count >= MAX_ADDRESSES || bytes + cost > MAX_ADDRESS_BYTES) return shown;
+      shown[k]!++;
+      count++;
+      bytes += cost;
     }
-    flush();
-    const colon = line.indexOf(':');
-    if (colon <= 0) continue;
-    current = { name: line.slice(0, colon).trim().toLowerCase(), value: line.slice(colon + 1) };
+    if (!any) return shown;
   }
-  flush();
-  return out;
 }
 
-function describeMessage(message: string, f: Fields, kind: string): RequestDetails {
-  const h = mimeHeaders(message);
-  const get = (n: string) => (h.get(n) ?? []).map(decodeEncodedWords);
-  f.add('From', get('from'));
-  f.add('To', get('to'));
-  f.add('Cc', get('cc'));
-  f.add('Bcc', get('bcc'));
-  f.add('Subject', get('subject'));
-  if (!h.has('to') && !h.has('cc') && !h.has('bcc')) f.add('Recipients', '(none in the message headers)');
+/** The card of a message given by its whole header block (or why it has none). */
+function describeMessage(block: HeaderBlock, f: Fields, kind: string): RequestDetails {
+  // Never a partial list: what cannot be read whole shows no recipient at all.
+  if (block.error !== undefined) return { kind, fields: [], unreadable: block.error };
+  const h = mimeHeaders(block.text);
+  const lists: Array<{ label: string; entries: DetailAddress[] }> = [];
+  for (const [name, label] of ADDRESS_HEADERS) {
+    const entries: DetailAddress[] = [];
+    for (const value of h.get(name) ?? []) {
+      const parsed = parseAddressList(value);
+      if (parsed.error !== undefined) return { kind, fields: [], unreadable: `the ${label} header is not an address list the card can read (${parsed.error})` };
+      for (const a of parsed.addresses) {
+        const address = cleanLine(a.address, f.hide);
+        if (address.length > MAX_ADDRESS_CHARS) return { kind, fields: [], unreadable: `an address in ${label} is longer than ${MAX_ADDRESS_CHARS} characters` };
+        const name = cut(cleanLine(a.name, f.hide), MAX_NAME_CHARS);
+        const notes = [a.note, /[^\x20-\x7e]/.test(address) ? 'has characters outside ASCII' : undefined].filter((n): n is string => n !== undefined);
+        entries.push({
+          address,
+          ...(name !== '' ? { name } : {}),
+          ...(a.group !== undefined ? { group: cut(cleanLine(a.group, f.hide), MAX_NAME_CHARS) } : {}),
+          ...(notes.length > 0 ? { note: notes.join('; ') } : {}),
+        });
+      }
+    }
+    lists.push({ label, entries });
+  }
+  const shown = allot(lists.map((l) => l.entries));
+  let total = 0;
+  let listed = 0;
+  lists.forEach((l, k) => {
+    total += l.entries.length;
+    listed += shown[k]!;
+    if (l.entries.length > 0) f.addAddresses(l.label, l.entries.slice(0, shown[k]), l.entries.length - shown[k]!);
+  });
+  f.add('Subject', (h.get('subject') ?? []).map(decodeEncodedWords));
+  if (!lists.some((l) => RECIPIENT_LABELS.has(l.label) && l.entries.some((e) => e.address !== ''))) f.add('Recipients', '(none in the message headers)');
+  if (listed < total) return { kind, fields: f.out, unreadable: `the message names ${total} addresses; the card lists ${listed} of them` };
   return { kind, fields: f.out };
 }
 
-function base64urlMessage(raw: string): string {
-  return Buffer.from(raw.slice(0, MAX_RAW_CHARS - (MAX_RAW_CHARS % 4)), 'base64url').toString('utf8');
-}
-
-/** The message/rfc822 part of a multipart upload, or undefined. */
-function rfc822Part(body: string, contentType: string): string | undefined {
-  const b = /boundary="?([^";]+)"?/i.exec(contentType)?.[1];
-  if (!b) return undefined;
-  for (const part of body.split(`--${b}`)) {
-    const head = /\r?\n\r?\n/.exec(part);
-    if (!head) continue;
-    const headers = mimeHeaders(part.replace(/^\r?\n/, ''));
-    if ((headers.get('content-type') ?? []).some((t) => t.toLowerCase().startsWith('message/rfc822'))) return part.slice(head.index + head[0].length);
-  }
-  return undefined;
+/**
+ * A `raw` message (base64url, as Gmail reads `format: byte`): its bytes, or why not. The
+ * base64 alphabets and padding only; anything else (white space, stray characters, a lone
+ * trailing character) is not skipped, as a lenient decoder would, but refused.
+ */
+function rawMessage(raw: string): Uint8Array | string {
+  if (raw.length > Math.ceil(MAX_MESSAGE_BYTES / 3) * 4) return `the message is larger than the ${MAX_MESSAGE_BYTES / 1024 / 1024} MiB Gmail accepts`;
+  if (!/^[A-Za-z0-9_\-+/]*={0,2}$/.test(raw) || raw.replace(/=+$/, '').length % 4 === 1) return 'the raw message is not base64url';
+  return Buffer.from(raw, 'base64url');
 }
 
 function describeGmail(p: ParsedRequest, f: Fields): RequestDetails | null {
@@ -172,19 +238,22 @@ function describeGmail(p: ParsedRequest, f: Fields): RequestDetails | null {
   const upload = base === 3;
   const ct = (p.contentType ?? '').toLowerCase();
   if (upload && p.query.get('uploadType') !== 'resumable') {
-    const text = bodyText(p);
-    if (text === undefined) return unreadable('the message body was not read');
-    if (ct.startsWith('message/rfc822')) return describeMessage(text, f, kind);
+    const bytes = bodyBytes(p);
+    if (bytes === undefined) return unreadable('the message body was not read');
+    if (ct.startsWith('message/rfc822')) return describeMessage(readHeaderBlock(bytes), f, kind);
     if (ct.startsWith('multipart/')) {
-      const part = rfc822Part(text, p.contentType ?? '');
-      if (part !== undefined) return describeMessage(part, f, kind);
+      const part = rfc822Part(bytes, p.contentType ?? '');
+      if (part !== undefined) return 'error' in part ? unreadable(part.error) : describeMessage(readHeaderBlock(part.bytes), f, kind);
     }
     return unreadable('the upload carries no message/rfc822 part');
   }
   const json = bodyJsonStrict(p.body, p.headers);
   if (!isObject(json)) return unreadable('the body is not one JSON object');
   const raw = draft ? (isObject(json.message) ? json.message.raw : undefined) : json.raw;
-  if (typeof raw === 'string') return describeMessage(base64urlMessage(raw), f, kind);
+  if (typeof raw === 'string') {
+    const bytes = rawMessage(raw);
+    return typeof bytes === 'string' ? unreadable(bytes) : describeMessage(readHeaderBlock(bytes), f, kind);
+  }
   if (draft && typeof json.id === 'string') {
     f.add('Draft', json.id);
     return { kind: 'draft', fields: f.out, unreadable: 'sends a saved draft: its recipients and subject are not in the request' };
@@ -192,9 +261,9 @@ function describeGmail(p: ParsedRequest, f: Fields): RequestDetails | null {
   return unreadable('the body has no raw message');
 }
 
-function bodyText(p: ParsedRequest): string | undefined {
+function bodyBytes(p: ParsedRequest): Uint8Array | undefined {
   if (p.body === undefined) return undefined;
-  return typeof p.body === 'string' ? p.body : Buffer.from(p.body.buffer, p.body.byteOffset, p.body.byteLength).toString('utf8');
+  return typeof p.body === 'string' ? Buffer.from(p.body, 'utf8') : p.body;
 }
 
 // ---------------------------------------------------------------- Slack
@@ -335,16 +404,24 @@ function describeStripe(p: ParsedRequest, f: Fields): RequestDetails | null {
   return { kind: 'payment', fields: f.out };
 }
 
-/** The details of a request a person is asked to approve; null when there is nothing more to show than its summary. */
+/**
+ * The details of a request a person is asked to approve; null when there is nothing more to
+ * show than its summary. Never throws: a request whose decoding fails says it could not be
+ * shown (a card with no details and no warning would hide what it does).
+ */
 export function describeRequest(req: ClassifyRequest, opts: { hide?: readonly string[] } = {}): RequestDetails | null {
-  const p = parseRequest(req);
-  const f = new Fields(opts.hide ?? []);
-  if (isGoogleHost(p.host)) {
-    if (gmailBase(p.lower) !== -1) return describeGmail(p, f);
-    if (isCalendarPath(p.lower)) return describeCalendar(p, f);
+  try {
+    const p = parseRequest(req);
+    const f = new Fields(opts.hide ?? []);
+    if (isGoogleHost(p.host)) {
+      if (gmailBase(p.lower) !== -1) return describeGmail(p, f);
+      if (isCalendarPath(p.lower)) return describeCalendar(p, f);
+      return null;
+    }
+    if (isSlackHost(p.host) && isSlackApiPath(p.lower)) return describeSlack(p, f);
+    if (p.host === STRIPE_HOST) return describeStripe(p, f);
     return null;
+  } catch {
+    return { kind: 'request', fields: [], unreadable: 'the request could not be decoded' };
   }
-  if (isSlackHost(p.host) && isSlackApiPath(p.lower)) return describeSlack(p, f);
-  if (p.host === STRIPE_HOST) return describeStripe(p, f);
-  return null;
 }

@@ -150,11 +150,21 @@ dl.details dt{color:#5b6476;font-size:13px} dl.details dd{margin:0;white-space:p
     return `<select name="scope" aria-label="Scope">${allowed.map((s) => `<option value="${s}">${label[s]}</option>`).join('')}</select>`;
   }
 
-  /** The decoded request (policy-engine describeRequest): every value is text, never markup. */
+  /**
+   * The decoded request (policy-engine describeRequest): every value is text, never markup.
+   * A mail's addresses one a line, the address first and whole, its display name after it
+   * (bounded by the decoder), so a name can neither push an address off the card nor pass
+   * for one (issue 23, item 5); a field that names more addresses than listed says how many.
+   */
   function details(a: ApprovalCard): string {
     const d = a.details;
     if (!d) return '';
-    const rows = d.fields.map((f) => `<dt>${esc(f.label)}</dt><dd>${esc(f.value)}</dd>`).join('');
+    type Field = (typeof d.fields)[number];
+    const address = (x: NonNullable<Field['addresses']>[number]): string =>
+      `<div class="addr"><b>${esc(x.address !== '' ? x.address : x.group !== undefined ? `${x.group}:;` : '<>')}</b>${x.name ? ` — “${esc(x.name)}”` : ''}${x.group !== undefined && x.address !== '' ? ` (group ${esc(x.group)})` : ''}${x.note ? ` <i>(${esc(x.note)})</i>` : ''}</div>`;
+    const value = (f: Field): string =>
+      Array.isArray(f.addresses) ? `${f.addresses.map(address).join('')}${f.more ? `<div class="warn">… and ${esc(f.more)} more not shown</div>` : ''}` : esc(f.value);
+    const rows = d.fields.map((f) => `<dt>${esc(f.label)}</dt><dd>${value(f)}</dd>`).join('');
     const warn = d.unreadable ? `<p class="warn">Could not show the content: ${esc(d.unreadable)}. Approve only if you expect this request.</p>` : '';
     return `${rows ? `<dl class="details">${rows}</dl>` : ''}${warn}`;
   }

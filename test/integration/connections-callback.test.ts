@@ -222,6 +222,9 @@ describe('connections: the OAuth callback', function () {
     });
 
     it('DELETE: 200 with the revoked connection (not 204), idempotent; tokens erased; connection.revoked queued; the provider asked to revoke (best effort)', async () => {
+      // Its own webhook endpoint (events are queued only with one): this test used to pass
+      // only after the replacement test had set it (issue 23, item 8).
+      await t.api.put('/v1/webhook-endpoint', { url: 'https://hooks.example.com/gw' });
       const c = await link('google', ['gmail'], 'revoke-user');
       const id = new URL((await callback('google', { state: c.state, code: c.code })).location!).searchParams.get('connection_id')!;
       up.seen.length = 0;

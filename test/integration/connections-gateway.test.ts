@@ -1,8 +1,8 @@
 import { expect } from 'chai';
-import { createHash } from 'node:crypto';
+import { createHash, randomBytes } from 'node:crypto';
 import { request } from 'undici';
-import { startAttackWorld, type AttackWorld } from '../helpers/attack-fixture.js';
-import { proxyAgent } from '../helpers/proxy-client.js';
+import { startAttackWorld, type AttackWorld, type AuditRecord } from '../helpers/attack-fixture.js';
+import { proxyAgent, type Gateway } from '../helpers/proxy-client.js';
 
 /**
  * Stand-in tokens in the gateway (issue 11, item 6): an environment of the end user gets a
@@ -10,22 +10,22 @@ import { proxyAgent } from '../helpers/proxy-client.js';
  * connector's API, only for that environment; a revoked or replaced connection's stand-in is
  * 401 connection_revoked. One local HTTPS server stands in for Google's token endpoint and
  * the Gmail, Calendar and Slack APIs (it sees the host the gateway meant through SNI/Host).
+ * Each test makes its own end user, environment and connections (issue 23, item 8: the
+ * tests here shared one connection and passed or failed by what ran before them), so each
+ * passes alone (`--grep`) and in any order.
  */
 const GOOGLE_TOKEN = 'ya29.a0-real-google-access-token-gw';
 const SLACK_TOKEN = 'xoxp-real-slack-user-token-gw';
 
+const HOSTS = ['oauth2.googleapis.com', 'gmail.googleapis.com', 'www.googleapis.com', 'slack.com'];
+
 describe('connections: stand-in tokens through the gateway', function () {
   this.timeout(30_000);
   let w: AttackWorld;
-  let endUser: string;
   const codes = new Map<string, { challenge: string | null; scopes: string }>();
 
   before(async () => {
-    w = await startAttackWorld({
-      hosts: ['oauth2.googleapis.com', 'gmail.googleapis.com', 'www.googleapis.com', 'slack.com'],
-      secrets: {},
-      rules: [{ connector: 'gmail', category: 'send', effect: 'ask' }],
-    });
+    w = await startAttackWorld({ hosts: HOSTS, secrets: {} });
     w.up.respond = (req, res) => {
       const form = new URLSearchParams(req.body.toString());
       const issued = codes.get(form.get('code') ?? '');
@@ -42,7 +42,6 @@ describe('connections: stand-in tokens through the gateway', function () {
       res.writeHead(200, { 'content-type': 'application/json' });
       res.end(JSON.stringify(body));
     };
-    endUser = (await w.t.api.get(`/v1/environments/${w.envId}`)).body.end_user_id;
     await w.t.api.put('/v1/oauth-clients/google', { client_id: 'g', client_secret: 'gs' });
     await w.t.api.put('/v1/oauth-clients/slack', { client_id: 's', client_secret: 'ss' });
   });
@@ -50,8 +49,36 @@ describe('connections: stand-in tokens through the gateway', function () {
     await w.close();
   });
 
-  async function connect(connectors: string[]): Promise<string> {
-    const r = await w.t.api.post('/v1/connections/authorize', { end_user_id: endUser, connectors, return_url: 'https://app.example.com/done' });
+  interface Env {
+    id: string;
+    endUser: string;
+    gw: Gateway;
+  }
+
+  /** A fresh end user's environment: reads allowed, a Gmail send asks, the API hosts on its allowlist. */
+  async function freshEnv(): Promise<Env> {
+    const endUser = `user-${randomBytes(6).toString('hex')}`;
+    const created = await w.t.api.post('/v1/environments', { end_user_id: endUser, egress_allow: HOSTS });
+    expect(created.status, created.text).to.equal(201);
+    const id: string = created.body.id;
+    const rules = [{ connector: 'gmail', category: 'send', effect: 'ask' }, { category: 'read', effect: 'allow' }, { category: 'write', effect: 'allow' }];
+    expect((await w.t.api.put(`/v1/environments/${id}/policy`, { rules })).status).to.equal(200);
+    return { id, endUser, gw: (await w.t.api.get(`/v1/environments/${id}/gateway`)).body };
+  }
+
+  /** This environment's audit entries, newest first, waiting for `n`. */
+  async function audited(env: Env, n: number): Promise<AuditRecord[]> {
+    for (let i = 0; i < 300; i++) {
+      await w.t.svc.audit.flush();
+      const data: AuditRecord[] = (await w.t.api.get(`/v1/audit-log?environment_id=${env.id}&limit=200`)).body.data;
+      if (data.length >= n) return data;
+      await new Promise((r) => setTimeout(r, 10));
+    }
+    throw new Error(`fewer than ${n} audit entries`);
+  }
+
+  async function connect(env: Env, connectors: string[]): Promise<string> {
+    const r = await w.t.api.post('/v1/connections/authorize', { end_user_id: env.endUser, connectors, return_url: 'https://app.example.com/done' });
     expect(r.status, r.text).to.equal(201);
     const q = new URL(r.body.url).searchParams;
     const code = `c-${Math.random().toString(36).slice(2)}`;
@@ -62,14 +89,14 @@ describe('connections: stand-in tokens through the gateway', function () {
     return loc.searchParams.get('connection_id')!;
   }
 
-  async function standIns(envId = w.envId): Promise<Record<string, string>> {
-    const r = await w.t.api.get(`/v1/environments/${envId}/stand-in-tokens`);
+  async function standIns(env: Env): Promise<Record<string, string>> {
+    const r = await w.t.api.get(`/v1/environments/${env.id}/stand-in-tokens`);
     expect(r.status).to.equal(200);
     return Object.fromEntries((r.body.data as Array<{ connector: string; token: string }>).map((s) => [s.connector, s.token]));
   }
 
-  async function send(url: string, token: string, init: { method?: string; body?: string } = {}) {
-    const agent = proxyAgent(w.gw);
+  async function send(env: Env, url: string, token: string, init: { method?: string; body?: string } = {}) {
+    const agent = proxyAgent(env.gw);
     try {
       const r = await request(url, { dispatcher: agent, method: (init.method ?? 'GET') as 'GET', body: init.body, headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' } });
       const text = await r.body.text();
@@ -80,28 +107,33 @@ describe('connections: stand-in tokens through the gateway', function () {
   }
 
   it('GET /v1/environments/{id}/stand-in-tokens lists one per connector; the gateway swaps it for the real token on the connector\'s API', async () => {
-    const id = await connect(['gmail', 'calendar']);
-    const s = await standIns();
+    const env = await freshEnv();
+    const id = await connect(env, ['gmail', 'calendar']);
+    const s = await standIns(env);
     expect(Object.keys(s).sort()).to.deep.equal(['calendar', 'gmail']);
     expect(s.gmail).to.match(/^svcst_[A-Za-z0-9_-]{32}$/);
     expect(s.gmail).to.not.equal(s.calendar);
-    expect(JSON.stringify(await standIns())).to.not.include(GOOGLE_TOKEN);
-    const r = await send('https://gmail.googleapis.com/gmail/v1/users/me/messages', s.gmail!);
+    expect(JSON.stringify(await standIns(env))).to.not.include(GOOGLE_TOKEN);
+    await w.mark();
+    const r = await send(env, 'https://gmail.googleapis.com/gmail/v1/users/me/messages', s.gmail!);
     expect(r.status, r.text).to.equal(200);
     // The upstream echoed the real token; the agent sees its stand-in in its place.
     expect(JSON.parse(r.text).auth).to.equal(`Bearer ${s.gmail}`);
     const seen = w.up.seen.at(-1)!;
     expect(seen.headers.authorization).to.equal(`Bearer ${GOOGLE_TOKEN}`);
-    const entries = await w.audited(1);
+    const entries = await audited(env, 1);
     expect(entries[0]).to.include({ connector: 'gmail', credential: 'connection', category: 'read' });
-    const cal = await send('https://www.googleapis.com/calendar/v3/calendars/primary/events', s.calendar!);
+    const cal = await send(env, 'https://www.googleapis.com/calendar/v3/calendars/primary/events', s.calendar!);
     expect(cal.status).to.equal(200);
     expect(w.up.seen.at(-1)!.headers.authorization).to.equal(`Bearer ${GOOGLE_TOKEN}`);
     expect(id).to.match(/^conn_/);
   });
 
   it('attack: a stand-in sent off its connector\'s API (another API on the same host, another host) is refused and nothing is sent', async () => {
-    const s = await standIns();
+    // More cases, each with a connection of its own: test/security/standin-confinement.test.ts.
+    const env = await freshEnv();
+    await connect(env, ['gmail', 'calendar']);
+    const s = await standIns(env);
     await w.mark();
     for (const [url, token] of [
       ['https://www.googleapis.com/calendar/v3/calendars/primary/events', s.gmail!],
@@ -109,20 +141,24 @@ describe('connections: stand-in tokens through the gateway', function () {
       ['https://gmail.googleapis.com/gmail/v1/users/me/messages', s.calendar!],
       ['https://slack.com/api/conversations.list', s.gmail!],
     ] as const) {
-      const r = await send(url, token);
+      const r = await send(env, url, token);
       expect(r.status, url).to.equal(403);
       expect(r.error).to.equal('secret_host_not_allowed');
     }
     expect(w.up.seen).to.have.length(0);
+    const entries = await audited(env, 4);
+    expect(entries.map((e) => [e.decision, e.reason, e.credential])).to.deep.equal(Array(4).fill(['deny', 'secret_host_not_allowed', 'connection']));
   });
 
   it('a gmail send with the stand-in is held, and once approved reaches Gmail with the real token', async () => {
-    const s = await standIns();
+    const env = await freshEnv();
+    await connect(env, ['gmail']);
+    const s = await standIns(env);
     await w.mark();
-    const pending = send('https://gmail.googleapis.com/gmail/v1/users/me/messages/send', s.gmail!, { method: 'POST', body: JSON.stringify({ raw: 'eA' }) });
+    const pending = send(env, 'https://gmail.googleapis.com/gmail/v1/users/me/messages/send', s.gmail!, { method: 'POST', body: JSON.stringify({ raw: 'eA' }) });
     let approval: { id: string; connector: string; category: string } | undefined;
     for (let i = 0; i < 300 && !approval; i++) {
-      approval = (await w.t.api.get(`/v1/approvals?environment_id=${w.envId}&status=pending`)).body.data[0];
+      approval = (await w.t.api.get(`/v1/approvals?environment_id=${env.id}&status=pending`)).body.data[0];
       if (!approval) await new Promise((r) => setTimeout(r, 10));
     }
     expect(approval).to.include({ connector: 'gmail', category: 'send' });
@@ -135,10 +171,13 @@ describe('connections: stand-in tokens through the gateway', function () {
   });
 
   it('another environment\'s stand-in is not this environment\'s: unknown here, nothing swapped', async () => {
-    const other = await w.t.api.post('/v1/environments', { end_user_id: `${endUser}-other`, egress_allow: ['gmail.googleapis.com'] });
-    expect((await standIns(other.body.id))).to.deep.equal({});
+    const env = await freshEnv();
+    await connect(env, ['gmail']);
+    expect(Object.keys(await standIns(env))).to.deep.equal(['gmail']);
+    const other = await w.t.api.post('/v1/environments', { end_user_id: `${env.endUser}-other`, egress_allow: ['gmail.googleapis.com'] });
+    expect((await standIns({ id: other.body.id, endUser: `${env.endUser}-other`, gw: env.gw }))).to.deep.equal({});
     const foreign = await w.t.otherDeveloper();
-    expect((await foreign.get(`/v1/environments/${w.envId}/stand-in-tokens`)).status).to.equal(404);
+    expect((await foreign.get(`/v1/environments/${env.id}/stand-in-tokens`)).status).to.equal(404);
   });
 
   it('the connected connectors\' API hosts are on the effective egress allowlist without egress_allow; a revoked connection\'s stand-in still gets 401 there', async () => {
@@ -169,14 +208,16 @@ describe('connections: stand-in tokens through the gateway', function () {
   });
 
   it('a provider\'s 429 reaches the agent as sent, with its Retry-After', async () => {
-    const s = await standIns();
+    const env = await freshEnv();
+    await connect(env, ['gmail']);
+    const s = await standIns(env);
     const saved = w.up.respond;
     w.up.respond = (_req, res) => {
       res.writeHead(429, { 'content-type': 'application/json', 'retry-after': '30' });
       res.end(JSON.stringify({ error: { code: 429, message: 'Rate Limit Exceeded' } }));
     };
     try {
-      const agent = proxyAgent(w.gw);
+      const agent = proxyAgent(env.gw);
       const r = await request('https://gmail.googleapis.com/gmail/v1/users/me/messages', { dispatcher: agent, headers: { authorization: `Bearer ${s.gmail}` } });
       expect(r.statusCode).to.equal(429);
       expect(r.headers['retry-after']).to.equal('30');
@@ -189,24 +230,27 @@ describe('connections: stand-in tokens through the gateway', function () {
   });
 
   it('revoked: the stand-in gets 401 connection_revoked at once; replaced: the old stand-in too, the new one works', async () => {
-    const slackId = await connect(['slack']);
-    const before = await standIns();
-    expect((await send('https://slack.com/api/conversations.list', before.slack!)).status).to.equal(200);
+    const env = await freshEnv();
+    await connect(env, ['gmail', 'calendar']);
+    const slackId = await connect(env, ['slack']);
+    const before = await standIns(env);
+    expect(Object.keys(before).sort()).to.deep.equal(['calendar', 'gmail', 'slack']);
+    expect((await send(env, 'https://slack.com/api/conversations.list', before.slack!)).status).to.equal(200);
     expect(w.up.seen.at(-1)!.headers.authorization).to.equal(`Bearer ${SLACK_TOKEN}`);
     await w.mark();
     // Authorizing google again replaces the gmail/calendar connection.
-    await connect(['gmail']);
-    const after = await standIns();
+    await connect(env, ['gmail']);
+    const after = await standIns(env);
     expect(after.gmail).to.not.equal(before.gmail);
-    const old = await send('https://gmail.googleapis.com/gmail/v1/users/me/messages', before.gmail!);
+    const old = await send(env, 'https://gmail.googleapis.com/gmail/v1/users/me/messages', before.gmail!);
     expect(old.status).to.equal(401);
     expect(old.error).to.equal('connection_revoked');
-    expect((await send('https://gmail.googleapis.com/gmail/v1/users/me/messages', after.gmail!)).status).to.equal(200);
+    expect((await send(env, 'https://gmail.googleapis.com/gmail/v1/users/me/messages', after.gmail!)).status).to.equal(200);
     expect((await w.t.api.delete(`/v1/connections/${slackId}`)).status).to.equal(200);
-    const revoked = await send('https://slack.com/api/conversations.list', before.slack!);
+    const revoked = await send(env, 'https://slack.com/api/conversations.list', before.slack!);
     expect(revoked.status).to.equal(401);
     expect(revoked.error).to.equal('connection_revoked');
     expect(w.up.seen.filter((x) => x.url === '/api/conversations.list')).to.have.length(0);
-    expect(Object.keys(await standIns())).to.deep.equal(['gmail']);
+    expect(Object.keys(await standIns(env))).to.deep.equal(['gmail']);
   });
 });

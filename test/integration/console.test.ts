@@ -13,6 +13,10 @@ import { DEFAULT_DEVELOPER_ID } from '../../accounts/accounts.service.js';
  * sign-in by password or one-time link, session cookies (HttpOnly, SameSite=Strict), CSRF
  * on every form, sign-out, and a decision from the approvals page recorded as
  * `decided_via: console` with the member; one developer's members see nothing of another's.
+ * Each test makes the members, approvals and grants it needs (issue 23, item 8e: the
+ * password sign-in used the member the first test made, the grants page the grant of the
+ * approval test), so each passes alone (`--grep`) and in any order. Lifetimes and the login
+ * cookie: test/security/console-sessions.test.ts.
  */
 describe('console: members, sessions, CSRF, approvals', function () {
   this.timeout(30_000);
@@ -70,22 +74,23 @@ describe('console: members, sessions, CSRF, approvals', function () {
   });
 
   it('sign in needs the form\'s CSRF token and the right password; the session cookie is HttpOnly and SameSite=Strict; sign out ends it', async () => {
+    expect((await t.api.post('/v1/team-members', { email: 'Margaret@Example.com', name: 'Margaret', password: 'correct horse battery' })).status).to.equal(201);
     const b = agent();
     expect((await b.go('/console/approvals')).status).to.equal(303);
     const login = await b.go('/console/login');
     expect(login.status).to.equal(200);
     expect(login.headers.get('content-security-policy')).to.match(/default-src 'none'/);
     const csrf = field(login.text, 'csrf');
-    expect((await b.go('/console/login', { method: 'POST', form: { csrf: 'forged', email: 'ada@example.com', password: 'correct horse battery' } })).status).to.equal(403);
+    expect((await b.go('/console/login', { method: 'POST', form: { csrf: 'forged', email: 'margaret@example.com', password: 'correct horse battery' } })).status).to.equal(403);
     const again = await b.go('/console/login');
     const csrf2 = field(again.text, 'csrf');
     expect(csrf2).to.not.equal(csrf);
-    expect((await b.go('/console/login', { method: 'POST', form: { csrf: csrf2, email: 'ada@example.com', password: 'wrong password!!' } })).status).to.equal(401);
+    expect((await b.go('/console/login', { method: 'POST', form: { csrf: csrf2, email: 'margaret@example.com', password: 'wrong password!!' } })).status).to.equal(401);
     const third = await b.go('/console/login');
     const ok = await fetch(`${t.url}/console/login`, {
       method: 'POST', redirect: 'manual',
       headers: { 'content-type': 'application/x-www-form-urlencoded', cookie: [...b.jar].map(([k, v]) => `${k}=${v}`).join('; ') },
-      body: new URLSearchParams({ csrf: field(third.text, 'csrf'), email: 'ADA@example.com', password: 'correct horse battery' }).toString(),
+      body: new URLSearchParams({ csrf: field(third.text, 'csrf'), email: 'MARGARET@example.com', password: 'correct horse battery' }).toString(),
     });
     expect(ok.status).to.equal(303);
     const session = ok.headers.getSetCookie().find((c) => c.startsWith('gw_console='))!;
@@ -94,7 +99,7 @@ describe('console: members, sessions, CSRF, approvals', function () {
     b.jar.set('gw_console', session.split(';')[0]!.split('=')[1]!);
     const page = await b.go('/console/approvals');
     expect(page.status).to.equal(200);
-    expect(page.text).to.include('Ada');
+    expect(page.text).to.include('Margaret');
     // Sign out: the CSRF token is needed; then the session is gone.
     expect((await b.go('/console/logout', { method: 'POST', form: { csrf: 'forged' } })).status).to.equal(403);
     expect((await b.go('/console/logout', { method: 'POST', form: { csrf: field(page.text, 'csrf') } })).status).to.equal(303);
@@ -152,9 +157,15 @@ describe('console: members, sessions, CSRF, approvals', function () {
     const member = (await t.api.post('/v1/team-members', { email: 'rev@example.com', name: 'Reviewer' })).body;
     const b = agent();
     await b.go(new URL(member.sign_in_url).pathname);
-    const grants = (await t.api.get('/v1/grants')).body.data;
-    expect(grants.length).to.be.greaterThan(0);
-    const g = grants[0];
+    // A grant of this test's own: an approval approved for good through the API.
+    const a = await t.svc.approvals.requestApproval({
+      developerId: DEFAULT_DEVELOPER_ID, environmentId: envId, connector: 'slack', category: 'send', method: 'POST',
+      host: 'slack.com', path: '/api/chat.postMessage', max_scope: 'permanent',
+    });
+    const approved = await t.api.post(`/v1/approvals/${a.id}/decision`, { decision: 'approve', scope: { kind: 'permanent' } });
+    expect(approved.status, approved.text).to.equal(200);
+    const g = (await t.api.get('/v1/grants')).body.data.find((x: { id: string }) => x.id === approved.body.grant_id);
+    expect(g, 'the grant is listed').to.be.an('object');
     const page = await b.go('/console/grants');
     expect(page.status).to.equal(200);
     expect(page.text).to.include(`/console/grants/${g.id}/revoke`);
@@ -244,8 +255,8 @@ describe('console: approval cards show what a held request would do', function (
     const jar = await signInCookie(t.url, member.sign_in_url);
     const html = await (await fetch(`${t.url}/console/approvals`, { headers: { cookie: jar } })).text();
     const cardHtml = html.slice(html.indexOf(`data-approval="${approval.id}"`));
-    expect(cardHtml).to.include('<dt>To</dt><dd>Finance &lt;finance@example.com&gt;</dd>');
-    expect(cardHtml).to.include('<dt>Cc</dt><dd>Élodíe &lt;elodie@example.com&gt;</dd>');
+    expect(cardHtml).to.include('<dt>To</dt><dd><div class="addr"><b>finance@example.com</b> — “Finance”</div></dd>');
+    expect(cardHtml).to.include('<dt>Cc</dt><dd><div class="addr"><b>elodie@example.com</b> — “Élodíe”</div></dd>');
     expect(cardHtml).to.include('<dt>Subject</dt><dd>&lt;img src=x onerror=alert(1)&gt; payroll [credential]</dd>');
     expect(cardHtml).to.include('end user <b>card-user</b>');
     expect(html).to.not.include('<img');

@@ -1,6 +1,7 @@
 import { expect } from 'chai';
 import { describeRequest, decodeEncodedWords, mimeHeaders, MAX_DETAIL_VALUE } from '../../../policy-engine/index.js';
 import type { RequestDetails } from '../../../policy-engine/index.js';
+import { MAX_ADDRESS_CHARS, MAX_ADDRESSES, MAX_MESSAGE_BYTES, MAX_NAME_CHARS, parseAddressList, type DetailAddress } from '../../../policy-engine/describe.js';
 
 /**
  * The approval card's details (issue 15, item 2): what a held request would do, decoded
@@ -10,6 +11,8 @@ import type { RequestDetails } from '../../../policy-engine/index.js';
  */
 const json = (_n: number) => ({ 'content-type': 'application/json', 'content-length': '1' });
 const field = (d: RequestDetails | null, label: string): string | undefined => d?.fields.find((f) => f.label === label)?.value;
+/** An address field's entries as the card lists them. */
+const addrs = (d: RequestDetails | null, label: string): readonly DetailAddress[] | undefined => d?.fields.find((f) => f.label === label)?.addresses;
 
 function gmailSend(message: string, extra: Record<string, unknown> = {}, headers: Record<string, string> = json(0)) {
   return describeRequest({
@@ -32,16 +35,18 @@ describe('policy-engine: describeRequest (approval card details)', () => {
         'Body text Subject: not a header',
       ].join('\r\n'));
       expect(d?.kind).to.equal('email');
-      expect(field(d, 'To')).to.equal('Ada <ada@example.com>, bob@example.com');
-      expect(field(d, 'Cc')).to.equal('Élodíe <elodie@example.com>');
-      expect(field(d, 'Bcc')).to.equal('hidden@example.com');
+      expect(addrs(d, 'To')).to.deep.equal([{ address: 'ada@example.com', name: 'Ada' }, { address: 'bob@example.com' }]);
+      expect(field(d, 'To')).to.equal('ada@example.com, bob@example.com');
+      expect(addrs(d, 'Cc')).to.deep.equal([{ address: 'elodie@example.com', name: 'Élodíe' }]);
+      expect(addrs(d, 'Bcc')).to.deep.equal([{ address: 'hidden@example.com' }]);
+      expect(addrs(d, 'From')).to.deep.equal([{ address: 'agent@example.com' }]);
       expect(field(d, 'Subject')).to.equal('Quarterly résults attached');
       expect(d?.unreadable).to.equal(undefined);
     });
 
     it('attack: a second To header is shown, not dropped (the provider may send to both)', () => {
       const d = gmailSend('To: boss@example.com\nTo: attacker@evil.example\nSubject: hi\n\nx');
-      expect(field(d, 'To')).to.include('boss@example.com').and.include('attacker@evil.example');
+      expect(addrs(d, 'To')!.map((a) => a.address)).to.deep.equal(['boss@example.com', 'attacker@evil.example']);
     });
 
     it('attack: bidi overrides, zero-width and control characters cannot reorder or hide the card', () => {
@@ -106,6 +111,199 @@ describe('policy-engine: describeRequest (approval card details)', () => {
 
     it('a Gmail read has no details', () => {
       expect(describeRequest({ method: 'GET', host: 'gmail.googleapis.com', path: '/gmail/v1/users/me/messages', headers: {} })).to.equal(null);
+    });
+  });
+
+  /**
+   * Issue 23, item 5 (security review): "the approval card can hide a Bcc". The decoder read
+   * the first 256 KiB of `raw` without saying it cut, so a Bcc after ~270 KB of filler headers
+   * was not on the card; and a To header was one string cut at 500 characters, so a
+   * 500-character display name pushed the real address off it.
+   */
+  describe('Gmail recipients are never hidden (issue 23, item 5)', () => {
+    const filler = (bytes: number, eol = '\r\n') => `X-Filler: ${'f'.repeat(990)}${eol}`.repeat(Math.ceil(bytes / 1002));
+    const upload = (query: string, contentType: string, body: string | Buffer) => describeRequest({
+      method: 'POST', host: 'www.googleapis.com', path: `/upload/gmail/v1/users/me/messages/send?uploadType=${query}`,
+      headers: { 'content-type': contentType, 'content-length': '1' }, body,
+    });
+
+    it('regression: a Bcc after 300 KB of filler headers is on the card (JSON raw, drafts, media and multipart uploads)', () => {
+      const message = `To: team@corp.example\r\n${filler(300_000)}Bcc: exfil@evil.example\r\nSubject: notes\r\n\r\nbody`;
+      expect(Buffer.byteLength(message)).to.be.greaterThan(300_000);
+      const bcc = (d: RequestDetails | null) => {
+        expect(d?.unreadable).to.equal(undefined);
+        expect(addrs(d, 'Bcc')).to.deep.equal([{ address: 'exfil@evil.example' }]);
+        expect(field(d, 'Subject')).to.equal('notes');
+      };
+      bcc(gmailSend(message));
+      bcc(describeRequest({
+        method: 'POST', host: 'gmail.googleapis.com', path: '/gmail/v1/users/me/drafts/send', headers: json(0),
+        body: JSON.stringify({ message: { raw: Buffer.from(message).toString('base64url') } }),
+      }));
+      bcc(upload('media', 'message/rfc822', Buffer.from(message)));
+      bcc(upload('multipart', 'multipart/related; boundary=XYZ', Buffer.from(`--XYZ\r\nContent-Type: application/json\r\n\r\n{}\r\n--XYZ\r\nContent-Type: message/rfc822\r\n\r\n${message}\r\n--XYZ--`)));
+    });
+
+    it('regression: a 500-character display name does not hide the address; the name is cut apart from it', () => {
+      const d = gmailSend(`To: "${'Alice from HR '.repeat(36)}" <bob@evil.example>, ceo@corp.example\r\nSubject: x\r\n\r\n`);
+      const to = addrs(d, 'To')!;
+      expect(to.map((a) => a.address)).to.deep.equal(['bob@evil.example', 'ceo@corp.example']);
+      expect(to[0]!.name!.startsWith('Alice from HR Alice')).to.equal(true);
+      expect(to[0]!.name!.length).to.be.lessThan(MAX_NAME_CHARS + 40);
+      expect(to[0]!.name).to.match(/… \(\d+ more characters\)$/);
+      expect(field(d, 'To')).to.equal('bob@evil.example, ceo@corp.example');
+    });
+
+    it('a message above the 35 MiB Gmail accepts could not be shown: no partial list', () => {
+      expect(MAX_MESSAGE_BYTES).to.equal(35 * 1024 * 1024);
+      const big = Buffer.alloc(MAX_MESSAGE_BYTES + 1, 'x');
+      Buffer.from('To: a@corp.example\r\n\r\n').copy(big);
+      const media = upload('media', 'message/rfc822', big);
+      expect(media?.fields).to.deep.equal([]);
+      expect(media?.unreadable).to.equal('the message is larger than the 35 MiB Gmail accepts');
+      const raw = gmailSend('', { raw: 'A'.repeat(Math.ceil(MAX_MESSAGE_BYTES / 3) * 4 + 4) });
+      expect(raw?.fields).to.deep.equal([]);
+      expect(raw?.unreadable).to.equal('the message is larger than the 35 MiB Gmail accepts');
+    });
+
+    it('attack: a header block that cannot be read one way could not be shown, with no partial list', () => {
+      const cases: Array<[Buffer | string, string]> = [
+        [Buffer.concat([Buffer.from('To: a@corp.example\r\nSubject: \xff\r\n', 'latin1'), Buffer.from('Bcc: x@evil.example\r\n\r\n')]), 'the message headers are not UTF-8'],
+        ['To: a@corp.example\rBcc: x@evil.example\r\n\r\n', 'the message headers contain a CR not followed by LF'],
+        ['To: a@corp.example\r\n\nBcc: x@evil.example\r\n\r\n', 'the message headers mix CRLF and LF line ends'],
+        ['To: a@corp.example\r\nX: \0\r\nBcc: x@evil.example\r\n\r\n', 'the message headers contain a NUL byte'],
+        ['To: "Alice <a@corp.example>\r\nBcc: x@evil.example\r\n\r\n', 'the To header is not an address list the card can read (an unterminated quoted string)'],
+        ['To: <a@corp.example\r\n\r\n', 'the To header is not an address list the card can read (an unterminated <)'],
+        [`To: ${'a'.repeat(MAX_ADDRESS_CHARS)}@corp.example\r\nBcc: x@evil.example\r\n\r\n`, `an address in To is longer than ${MAX_ADDRESS_CHARS} characters`],
+      ];
+      for (const [message, why] of cases) {
+        const d = describeRequest({
+          method: 'POST', host: 'gmail.googleapis.com', path: '/gmail/v1/users/me/messages/send', headers: json(0),
+          body: JSON.stringify({ raw: Buffer.from(message).toString('base64url') }),
+        });
+        expect(d?.unreadable, why).to.equal(why);
+        expect(d?.fields, why).to.deep.equal([]);
+      }
+      // A lenient base64 decoder skips what is not base64; Gmail may not: no guess.
+      const spaced = Buffer.from('To: a@corp.example\r\n\r\n').toString('base64url').replace(/(.{8})/, '$1 \n');
+      expect(gmailSend('', { raw: spaced })?.unreadable).to.equal('the raw message is not base64url');
+      expect(gmailSend('', { raw: 'QUJD!' })?.unreadable).to.equal('the raw message is not base64url');
+    });
+
+    it('attack: multipart uploads are split only where every reader splits them', () => {
+      const part = (msg: string) => `--XYZ\r\nContent-Type: application/json\r\n\r\n{}\r\n--XYZ\r\nContent-Type: message/rfc822\r\n\r\n${msg}\r\n--XYZ--`;
+      // The boundary inside a header value is no boundary: the Bcc after it is still read.
+      const inSubject = upload('multipart', 'multipart/related; boundary=XYZ', part('To: a@corp.example\r\nSubject: see --XYZ\r\nBcc: x@evil.example\r\n\r\nhi'));
+      expect(addrs(inSubject, 'Bcc')).to.deep.equal([{ address: 'x@evil.example' }]);
+      const unread = (ct: string, body: string) => upload('multipart', ct, body)?.unreadable;
+      expect(unread('multipart/related; boundary=XYZ', part('To: a@corp.example\r\n--XYZjunk\r\nBcc: x@evil.example\r\n\r\n'))).to.equal('a line of the upload begins with the boundary but is not a boundary line');
+      expect(unread('multipart/related; boundary=XYZ', part('To: a@corp.example\n--XYZ\r\nBcc: x@evil.example\r\n\r\n'))).to.equal('a boundary line of the upload ends its previous line with LF, not CRLF');
+      expect(unread('multipart/related; boundary=XYZ; boundary=ABC', part('To: a@corp.example\r\n\r\n'))).to.equal('the upload names more than one boundary');
+      expect(unread('multipart/related; boundary=XYZ', '--XYZ\r\nContent-Type: message/rfc822\r\n\r\nTo: a@corp.example\r\n\r\n\r\n--XYZ\r\nContent-Type: message/rfc822\r\n\r\nTo: b@evil.example\r\n\r\n\r\n--XYZ--')).to.equal('the upload carries more than one message/rfc822 part');
+      expect(unread('multipart/related; boundary=XYZ', `--XYZ\r\nContent-Type: message/rfc822\r\nContent-Transfer-Encoding: base64\r\n\r\n${Buffer.from('Bcc: x@evil.example\r\n\r\n').toString('base64')}\r\n--XYZ--`)).to.equal('the message part is sent base64-encoded');
+    });
+
+    it('many addresses: each listed; past the bound every field says how many more, taken in turn so a Bcc is not crowded out', () => {
+      const to = Array.from({ length: 250 }, (_, i) => `user${i}@corp.example`).join(', ');
+      const d = gmailSend(`To: ${to}\r\nBcc: exfil@evil.example\r\n\r\n`);
+      expect(addrs(d, 'Bcc')).to.deep.equal([{ address: 'exfil@evil.example' }]);
+      expect(addrs(d, 'To')).to.have.length(MAX_ADDRESSES - 1);
+      expect(d?.fields.find((f) => f.label === 'To')?.more).to.equal(250 - (MAX_ADDRESSES - 1));
+      expect(field(d, 'To')).to.match(/, … 51 more not shown$/);
+      expect(d?.unreadable).to.equal('the message names 251 addresses; the card lists 200 of them');
+      // 100 addresses are all listed, nothing said.
+      const hundred = gmailSend(`Cc: ${Array.from({ length: 100 }, (_, i) => `"Person ${i}" <p${i}@corp.example>`).join(', ')}\r\n\r\n`);
+      expect(addrs(hundred, 'Cc')).to.have.length(100);
+      expect(hundred?.unreadable).to.equal(undefined);
+      // Long addresses fill the byte budget before the count: still counted, never dropped unsaid.
+      const long = Array.from({ length: 150 }, (_, i) => `${'l'.repeat(290)}${i}@corp.example`).join(', ');
+      const big = gmailSend(`To: ${long}\r\nBcc: exfil@evil.example\r\n\r\n`);
+      const shown = addrs(big, 'To')!.length;
+      expect(shown).to.be.lessThan(150);
+      expect(big?.fields.find((f) => f.label === 'To')?.more).to.equal(150 - shown);
+      expect(addrs(big, 'Bcc')).to.deep.equal([{ address: 'exfil@evil.example' }]);
+      expect(Buffer.byteLength(JSON.stringify(big))).to.be.lessThan(64 * 1024);
+    });
+
+    it('attack: a Bcc after 100,000 To headers and a run of colons is still listed (reading the whole block stays linear)', () => {
+      const d = gmailSend(`${'To: a@corp.example\r\n'.repeat(100_000)}Bcc: exfil@evil.example\r\n\r\n`);
+      expect(addrs(d, 'Bcc')).to.deep.equal([{ address: 'exfil@evil.example' }]);
+      expect(d?.fields.find((f) => f.label === 'To')?.more).to.equal(100_000 - (MAX_ADDRESSES - 1));
+      const colons = gmailSend(`To: a@corp.example\r\nCc: x@y${':'.repeat(200_000)}\r\nBcc: exfil@evil.example\r\n\r\n`);
+      expect(colons?.unreadable).to.equal(`an address in Cc is longer than ${MAX_ADDRESS_CHARS} characters`);
+    });
+
+    it('attack: names cannot fake an address or a line; hostile characters and placeholders stay hidden', () => {
+      const token = 'tok_placeholder_1234567890';
+      const d = describeRequest({
+        method: 'POST', host: 'gmail.googleapis.com', path: '/gmail/v1/users/me/messages/send', headers: json(0),
+        body: JSON.stringify({ raw: Buffer.from([
+          // An encoded word that decodes to an address and a comma stays a name.
+          'To: =?utf-8?B?PGNlb0Bjb3JwLmV4YW1wbGU+LA==?= <bob@evil.example>',
+          // A newline in a name (encoded) would fake a line of its own; bidi would reorder it.
+          'Cc: =?utf-8?B?CmNmb0Bjb3JwLmV4YW1wbGU=?= <x@evil.example>, "\u202Eelpmaxe.proc@ofc" <y@evil.example>',
+          `Bcc: ${token}@evil.example, "Key ${token}" <z@evil.example>`,
+          '',
+          '',
+        ].join('\r\n')).toString('base64url') }),
+      }, { hide: [token] });
+      expect(addrs(d, 'To')).to.deep.equal([{ address: 'bob@evil.example', name: '<ceo@corp.example>,' }]);
+      expect(addrs(d, 'Cc')).to.deep.equal([
+        { address: 'x@evil.example', name: '\uFFFDcfo@corp.example' },
+        { address: 'y@evil.example', name: '\uFFFDelpmaxe.proc@ofc' },
+      ]);
+      expect(addrs(d, 'Bcc')).to.deep.equal([{ address: '[credential]@evil.example' }, { address: 'z@evil.example', name: 'Key [credential]' }]);
+      expect(JSON.stringify(d)).to.not.include(token);
+    });
+
+    it('groups, empty groups and no recipients at all', () => {
+      const d = gmailSend('To: undisclosed-recipients:;\r\nBcc: Board: a@corp.example, "B" <b@corp.example>;\r\n\r\n');
+      expect(addrs(d, 'To')).to.deep.equal([{ address: '', group: 'undisclosed-recipients', note: 'an empty group: no address' }]);
+      expect(addrs(d, 'Bcc')).to.deep.equal([{ address: 'a@corp.example', group: 'Board' }, { address: 'b@corp.example', name: 'B', group: 'Board' }]);
+      expect(field(d, 'Recipients')).to.equal(undefined);
+      expect(field(gmailSend('To: undisclosed-recipients:;\r\n\r\n'), 'Recipients')).to.equal('(none in the message headers)');
+      // A message that starts with an empty line has no headers at all.
+      expect(field(gmailSend('\r\nTo: a@corp.example\r\n\r\n'), 'Recipients')).to.equal('(none in the message headers)');
+    });
+
+    it('Reply-To and an address outside ASCII are shown and noted', () => {
+      const d = gmailSend('From: agent@corp.example\r\nReply-To: replies@evil.example\r\nTo: ceo@c\u043erp.example\r\n\r\n');
+      expect(addrs(d, 'Reply-To')).to.deep.equal([{ address: 'replies@evil.example' }]);
+      expect(addrs(d, 'To')).to.deep.equal([{ address: 'ceo@c\u043erp.example', note: 'has characters outside ASCII' }]);
+    });
+  });
+
+  describe('address lists (RFC 5322)', () => {
+    const cases: Array<[string, string, unknown]> = [
+      ['a quoted display name with a comma is one address', '"Smith, Ann" <ann@corp.example>, bob@corp.example', [{ address: 'ann@corp.example', name: 'Smith, Ann' }, { address: 'bob@corp.example', name: '' }]],
+      ['comments are names, not list separators', 'bob@corp.example (Bob, HR), x@y.example', [{ address: 'bob@corp.example', name: 'Bob, HR' }, { address: 'x@y.example', name: '' }]],
+      ['a comment inside the address is dropped from it', 'bob(work)@corp.example', [{ address: 'bob@corp.example', name: 'work' }]],
+      ['a group lists its members', 'Team: a@x.example, "B" <b@x.example>;, c@x.example', [{ address: 'a@x.example', name: '', group: 'Team' }, { address: 'b@x.example', name: 'B', group: 'Team' }, { address: 'c@x.example', name: '' }]],
+      ['an empty group is an entry', 'undisclosed-recipients:;', [{ address: '', name: '', group: 'undisclosed-recipients', note: 'an empty group: no address' }]],
+      ['encoded words are decoded in names only', '=?UTF-8?B?w4lsb2TDrWU=?= <elodie@x.example>, =?utf-8?q?x?=@y.example', [{ address: 'elodie@x.example', name: 'Élodíe' }, { address: '=?utf-8?q?x?=@y.example', name: '' }]],
+      ['an address used as a display name stays a name', 'ceo@corp.example <bob@evil.example>', [{ address: 'bob@evil.example', name: 'ceo@corp.example' }]],
+      ['two <…> in one entry: both shown', '<a@x.example> <b@y.example>', [{ address: 'a@x.example', name: '', note: 'several <…> in one entry' }, { address: 'b@y.example', name: '', note: 'several <…> in one entry' }]],
+      ['text after <…>: shown too', '<a@x.example> b@y.example', [{ address: 'a@x.example', name: '' }, { address: 'b@y.example', name: '', note: 'text after <…>: shown as written' }]],
+      ['semicolons separate (as Outlook writes)', 'a@x.example; b@y.example', [{ address: 'a@x.example', name: '' }, { address: 'b@y.example', name: '' }]],
+      ['obsolete spaces around dots and @', 'bob . smith @ x . example', [{ address: 'bob.smith@x.example', name: '' }]],
+      ['a quoted local part keeps its quotes', '"a@b c"@x.example', [{ address: '"a@b c"@x.example', name: '' }]],
+      ['what is not an address is shown as written', 'Alice bob@x.example, bob, <@relay:c@x.example>', [
+        { address: 'Alice bob@x.example', name: '', note: 'not a well-formed address: shown as written' },
+        { address: 'bob', name: '', note: 'not a well-formed address: shown as written' },
+        { address: '@relay:c@x.example', name: '', note: 'not a well-formed address: shown as written' },
+      ]],
+      ['empty elements are skipped', ', , a@x.example,', [{ address: 'a@x.example', name: '' }]],
+      ['<> is an empty address', '<>', [{ address: '', name: '', note: 'an empty address (<>)' }]],
+    ];
+    for (const [name, value, want] of cases) {
+      it(name, () => expect(parseAddressList(value)).to.deep.equal({ addresses: want }));
+    }
+    it('what cannot be read one way is an error, not a guess', () => {
+      expect(parseAddressList('"Alice <a@x.example>, b@y.example')).to.deep.equal({ error: 'an unterminated quoted string' });
+      expect(parseAddressList('a@x.example (unclosed, b@y.example')).to.deep.equal({ error: 'an unterminated comment' });
+      expect(parseAddressList('<a@x.example, b@y.example')).to.deep.equal({ error: 'an unterminated <' });
+      expect(parseAddressList('<a<b@y.example>>')).to.deep.equal({ error: 'a < inside <…>' });
+      expect(parseAddressList('a@[1.2.3.4')).to.deep.equal({ error: 'an unterminated [' });
     });
   });
 
