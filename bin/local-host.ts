@@ -1,8 +1,8 @@
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { cpus, hostname, totalmem } from 'node:os';
-import { join, resolve } from 'node:path';
+import { dirname, join, resolve } from 'node:path';
 import type { Config } from '../config/config.js';
-import type { Db } from '../store/db.js';
+import { parseDatabaseUrl, type Db } from '../store/db.js';
 import type { Clock } from '../lib/clock.js';
 import type { Logger } from '../lib/log.js';
 import { newId } from '../lib/ids.js';
@@ -51,7 +51,8 @@ export interface LocalHostDeps {
 const CPU_OVERCOMMIT = 256;
 const MEMORY_OVERCOMMIT = 32;
 
-function hostIdFor(config: Readonly<Config>): string {
+/** This machine's host id (also the tag of its cgroup directories, which the browser pool shares). */
+export function hostIdFor(config: Readonly<Config>): string {
   if (config.envHost.id) return config.envHost.id;
   const file = join(config.dataDir, 'host-id');
   if (existsSync(file)) {
@@ -87,8 +88,13 @@ export async function startLocalHost(deps: LocalHostDeps): Promise<HostAgent | n
       }
     }
   } else {
+    // What an environment must never be able to fill (issue 24, item 4): the driver checks
+    // whether its disks share a filesystem with these, and says so at start.
+    const protect = [{ what: 'DATA_DIR (the CA, the master key)', path: resolve(config.dataDir) }];
+    const store = parseDatabaseUrl(config.databaseUrl);
+    if (store?.client === 'sqlite' && store.filename !== ':memory:') protect.push({ what: 'the SQLite store and its audit log', path: dirname(store.filename) });
     driver = new ProcessDriver({
-      rootDir, proxy: deps.proxy, hostTag: hostId, insecure: config.envHost.insecure, cgroupRoot: config.envHost.cgroupRoot ?? undefined, log, control, browser: deps.browser,
+      rootDir, preallocateDisks: config.envHost.preallocateDisks, proxy: deps.proxy, hostTag: hostId, insecure: config.envHost.insecure, cgroupRoot: config.envHost.cgroupRoot ?? undefined, log, control, browser: deps.browser, protect,
     });
   }
   const caps = driver.capabilities();

@@ -47,6 +47,8 @@ export interface Config {
     environmentsDir: string | null;
     /** GATEWAY_CGROUP_ROOT: where the cgroup trees are mounted (default /sys/fs/cgroup). */
     cgroupRoot: string | null;
+    /** GATEWAY_DISK_PREALLOCATE: environments' data disk images take their whole size at creation (default true; false: sparse, the host may overcommit). */
+    preallocateDisks: boolean;
     /** GATEWAY_QEMU_IMAGE_DIR: where the qemu runtime builds and keeps guest images (default DATA_DIR/vm-image). */
     qemuImageDir: string | null;
     /** GATEWAY_HOST_RPC_PORT: where the host serves exec and files to other processes (0: any free port). */
@@ -59,6 +61,8 @@ export interface Config {
   chromiumPath: string;
   /** Browser lease concurrency (service.md, Browser limits): GATEWAY_BROWSER_LEASES_PER_DEVELOPER / _PER_END_USER. */
   browserLimits: { perDeveloper: number; perEndUser: number };
+  /** GATEWAY_BROWSER_PAGES_PER_LEASE: pages (tabs, popups) one lease may have open at once (issue 23). */
+  browserPagesPerLease: number;
   logLevel: string;
 }
 
@@ -114,10 +118,12 @@ const schema = Joi.object({
   GATEWAY_QEMU_IMAGE_DIR: Joi.string().min(1),
   GATEWAY_HOST_RPC_PORT: port.default(0),
   GATEWAY_CGROUP_ROOT: Joi.string().min(1),
+  GATEWAY_DISK_PREALLOCATE: bool.default(true),
   GATEWAY_HOST_RPC_URL: httpUrl.allow(''),
   CHROMIUM_PATH: Joi.string().min(1).default('/usr/bin/chromium'),
   GATEWAY_BROWSER_LEASES_PER_DEVELOPER: Joi.number().integer().min(0).max(1_000_000).default(50),
   GATEWAY_BROWSER_LEASES_PER_END_USER: Joi.number().integer().min(0).max(1_000_000).default(5),
+  GATEWAY_BROWSER_PAGES_PER_LEASE: Joi.number().integer().min(1).max(1000).default(10),
   LOG_LEVEL: Joi.string().valid('fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent').default('info'),
 }).unknown(true);
 
@@ -186,6 +192,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Readonly<Confi
       qemuImageDir: nonEmpty(value.GATEWAY_QEMU_IMAGE_DIR),
       rpcPort: value.GATEWAY_HOST_RPC_PORT,
       cgroupRoot: nonEmpty(value.GATEWAY_CGROUP_ROOT),
+      preallocateDisks: value.GATEWAY_DISK_PREALLOCATE,
       rpcUrl: nonEmpty(value.GATEWAY_HOST_RPC_URL)?.replace(/\/+$/, '') ?? null,
     }),
     google: {
@@ -204,6 +211,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Readonly<Confi
     },
     chromiumPath: value.CHROMIUM_PATH,
     browserLimits: Object.freeze({ perDeveloper: value.GATEWAY_BROWSER_LEASES_PER_DEVELOPER, perEndUser: value.GATEWAY_BROWSER_LEASES_PER_END_USER }),
+    browserPagesPerLease: value.GATEWAY_BROWSER_PAGES_PER_LEASE,
     logLevel: value.LOG_LEVEL,
   };
   return Object.freeze(cfg);

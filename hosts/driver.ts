@@ -60,7 +60,7 @@ export interface HostCapabilities {
   cgroup: { layout: string; memory: boolean; cpu: boolean; pids: boolean; freeze: boolean; kill: boolean };
   /** Memory survives a restart of the host (snapshots): false for the process sandbox. */
   memory_across_host_restart: boolean;
-  /** disk_gib is a hard quota. */
+  /** disk_gib is a hard quota: writing past it is the agent's ENOSPC, never the host's. */
   disk_quota: boolean;
   /** GATEWAY_RUNTIME_INSECURE=1 let the host start with parts of the isolation missing. */
   insecure: boolean;
@@ -90,6 +90,12 @@ export interface HostDriver {
   /** Powers off and deletes the data disk and everything else of the VM. */
   destroy(id: string): Promise<void>;
   status(id: string): VmStatus;
+  /**
+   * Optional: gives a running VM's data disk the spec's `diskGib` (grown online; never
+   * shrunk). The host agent calls it when an environment's disk_gib changes while its VM
+   * exists (a stopped one gets its size at its next start). Issue 24, item 4.
+   */
+  resize?(spec: VmSpec): Promise<void>;
   /** Rewrites /run/service (env, files, connections) without restarting anything. */
   applySurface(id: string, surface: Surface): Promise<void>;
   exec(id: string, req: ExecRequest): Promise<ExecResult>;

@@ -97,6 +97,8 @@ export function createHostAgent(deps: HostAgentDeps) {
   const applied = new Map<string, string>();
   /** When each VM was started (a VM that dies at once has failed, not stopped). */
   const startedAt = new Map<string, number>();
+  /** The disk_gib each VM's disk was last given (a change while it exists is a resize). */
+  const diskGib = new Map<string, number>();
   const stateListeners = new Set<() => void>();
   let timer: NodeJS.Timeout | null = null;
   let again = false;
@@ -183,6 +185,7 @@ export function createHostAgent(deps: HostAgentDeps) {
     const surface = await surfaceOrEmpty(row.id);
     try {
       await driver.start(specOf(row), surface);
+      diskGib.set(row.id, Number(row.disk_gib));
       applied.set(row.id, surfaceHash(surface));
       startedAt.set(row.id, performance.now());
       // A first CPU reading, so the next sample can tell a busy VM from an idle one.
@@ -229,6 +232,7 @@ export function createHostAgent(deps: HostAgentDeps) {
       case 'destroyed':
         await driver.destroy(id);
         applied.delete(id);
+        diskGib.delete(id);
         startedAt.delete(id);
         await runtime.report(id, 'destroyed', 'destroyed', {});
         return;
@@ -273,6 +277,18 @@ export function createHostAgent(deps: HostAgentDeps) {
     return active;
   }
 
+  /** A disk_gib changed while the VM exists: the driver grows its disk now (where it can). */
+  async function resizeDisks(rows: EnvironmentRow[]): Promise<void> {
+    if (!driver.resize) return;
+    for (const row of rows) {
+      const had = diskGib.get(row.id);
+      if (had === undefined || had === Number(row.disk_gib) || driver.status(row.id) === 'absent') continue;
+      // Tried once per change: a refusal is in the log, not retried every tick.
+      diskGib.set(row.id, Number(row.disk_gib));
+      await serialized(row.id, () => driver.resize!(specOf(row))).catch((err) => log.warn({ err, environment_id: row.id }, 'the data disk could not be resized'));
+    }
+  }
+
   async function refreshSurfaces(rows: EnvironmentRow[]): Promise<void> {
     for (const row of rows) {
       if (driver.status(row.id) === 'absent' || row.desired_state === 'destroyed') continue;
@@ -313,6 +329,7 @@ export function createHostAgent(deps: HostAgentDeps) {
             }
           });
           await Promise.all(lanes);
+          await resizeDisks(rows);
           if (performance.now() - lastCpuSample >= cpuSampleMs) await sampleActivity(rows);
           if (performance.now() - lastHoldCheck >= 1000) await checkHolds(rows);
           if (performance.now() - lastSurface >= surfaceMs) {

@@ -4,6 +4,7 @@ import { chmodSync, closeSync, existsSync, mkdirSync, mkdtempSync, openSync, rea
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { HOST_ENV } from './enter.js';
 
 /**
  * The guest image of the qemu runtime (issue 16), built on this machine from Debian's
@@ -51,8 +52,23 @@ export interface GuestImage {
   kernelVersion: string;
 }
 
+/**
+ * The environment of every tool the image build runs (issue 24, item 1: no host helper
+ * inherits the service's variables): the fixed one (a system PATH, through which the tool
+ * names below resolve; no LD_*, no GCC_EXEC_PREFIX, no APT_CONFIG; C locale, so apt's
+ * output parses the same everywhere), plus the proxy variables `apt-get download` may need.
+ */
+function buildEnv(): Record<string, string> {
+  const env: Record<string, string> = { ...HOST_ENV };
+  for (const k of ['http_proxy', 'https_proxy', 'no_proxy', 'HTTP_PROXY', 'HTTPS_PROXY', 'NO_PROXY']) {
+    const v = process.env[k];
+    if (v) env[k] = v;
+  }
+  return env;
+}
+
 function run(cmd: string, args: string[], opts: { cwd?: string } = {}): Buffer {
-  return execFileSync(cmd, args, { cwd: opts.cwd, maxBuffer: 1 << 30, stdio: ['pipe', 'pipe', 'pipe'] });
+  return execFileSync(cmd, args, { cwd: opts.cwd, maxBuffer: 1 << 30, stdio: ['pipe', 'pipe', 'pipe'], env: buildEnv() });
 }
 
 /** The kernel package `linux-image-amd64` points at, and the version `apt-get download` fetches. */
@@ -98,7 +114,7 @@ function packageClosure(): Map<string, string> {
 export function extractVmlinux(bzImage: Buffer): Buffer {
   const magic = Buffer.from([0xfd, 0x37, 0x7a, 0x58, 0x5a, 0x00]);
   for (let at = bzImage.indexOf(magic); at !== -1; at = bzImage.indexOf(magic, at + 1)) {
-    const r = spawnSync('xz', ['-dc', '--single-stream'], { input: bzImage.subarray(at), maxBuffer: 1 << 30 });
+    const r = spawnSync('xz', ['-dc', '--single-stream'], { input: bzImage.subarray(at), maxBuffer: 1 << 30, env: buildEnv() });
     if (r.stdout && r.stdout.length > 4 && r.stdout.subarray(0, 4).equals(Buffer.from([0x7f, 0x45, 0x4c, 0x46]))) return r.stdout;
   }
   throw new Error('no xz-compressed ELF kernel inside the bzImage');
@@ -164,11 +180,11 @@ function buildRootfs(work: string, packages: string[], out: string): void {
   mkdirSync(root, { recursive: true });
   for (const d of ['usr/bin', 'usr/sbin', 'usr/lib', 'usr/lib64']) mkdirSync(join(root, d), { recursive: true });
   for (const [l, t] of [['bin', 'usr/bin'], ['sbin', 'usr/sbin'], ['lib', 'usr/lib'], ['lib64', 'usr/lib64']]) {
-    spawnSync('ln', ['-s', t!, join(root, l!)]);
+    spawnSync('ln', ['-s', t!, join(root, l!)], { env: buildEnv() });
   }
   const files = new Set<string>();
   for (const pkg of packages) {
-    const list = spawnSync('dpkg', ['-L', pkg], { encoding: 'utf8', maxBuffer: 1 << 28 }).stdout ?? '';
+    const list = spawnSync('dpkg', ['-L', pkg], { encoding: 'utf8', maxBuffer: 1 << 28, env: buildEnv() }).stdout ?? '';
     for (const f of list.split('\n')) {
       if (!f.startsWith('/') || SKIP_PREFIXES.some((p) => f.startsWith(p))) continue;
       const st = lstatSync(f, { throwIfNoEntry: false });
@@ -176,14 +192,14 @@ function buildRootfs(work: string, packages: string[], out: string): void {
     }
   }
   // Symlinks and files as they are; paths through /bin etc. land in usr/ via the links above.
-  const tar = spawnSync('/bin/sh', ['-c', `tar -C / --no-recursion -cf - -T - | tar -C "${root}" --keep-directory-symlink -xf -`], { input: [...files].join('\n'), maxBuffer: 1 << 20 });
+  const tar = spawnSync('/bin/sh', ['-c', `tar -C / --no-recursion -cf - -T - | tar -C "${root}" --keep-directory-symlink -xf -`], { input: [...files].join('\n'), maxBuffer: 1 << 20, env: buildEnv() });
   if (tar.status !== 0) throw new Error(`copying the packages' files failed: ${String(tar.stderr).slice(0, 300)}`);
   // /etc: what the tools need, nothing of the host's own configuration or secrets.
   const etc = join(root, 'etc');
   mkdirSync(etc, { recursive: true });
   const copyTree = (from: string, to: string): void => {
     if (!existsSync(from)) return;
-    const r = spawnSync('cp', ['-a', from, to]);
+    const r = spawnSync('cp', ['-a', from, to], { env: buildEnv() });
     if (r.status !== 0) throw new Error(`cp ${from}: ${String(r.stderr)}`);
   };
   copyTree('/etc/ssl', join(etc, 'ssl'));
@@ -217,13 +233,13 @@ function buildRootfs(work: string, packages: string[], out: string): void {
   writeFileSync(join(etc, 'hostname'), 'env\n');
   writeFileSync(join(etc, 'resolv.conf'), ''); // names are resolved by the gateway, never inside
   writeFileSync(join(etc, 'mtab'), '');
-  spawnSync('ldconfig', ['-r', root]);
+  spawnSync('ldconfig', ['-r', root], { env: buildEnv() });
   for (const d of ['dev', 'proc', 'sys', 'run', 'tmp', 'var/tmp', 'home/agent', 'root', 'mnt']) mkdirSync(join(root, d), { recursive: true });
   chmodSync(join(root, 'tmp'), 0o1777);
   chmodSync(join(root, 'root'), 0o700); // as Debian has it: the agent (uid 1000) cannot list it
-  const du = Number(spawnSync('du', ['-sm', root], { encoding: 'utf8' }).stdout.split('\t')[0]);
+  const du = Number(spawnSync('du', ['-sm', root], { encoding: 'utf8', env: buildEnv() }).stdout.split('\t')[0]);
   const sizeMib = Math.ceil(du * 1.15) + 64;
-  const mk = spawnSync('mke2fs', ['-q', '-F', '-t', 'ext4', '-O', '^has_journal', '-L', 'gw-root', '-d', root, out, `${sizeMib}M`], { encoding: 'utf8' });
+  const mk = spawnSync('mke2fs', ['-q', '-F', '-t', 'ext4', '-O', '^has_journal', '-L', 'gw-root', '-d', root, out, `${sizeMib}M`], { encoding: 'utf8', env: buildEnv() });
   if (mk.status !== 0) throw new Error(`mke2fs -d failed: ${mk.stderr}`);
 }
 

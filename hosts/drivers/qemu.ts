@@ -15,6 +15,7 @@ import { ensureGuestImage, pruneGuestImages, recordImageUse, type GuestImage } f
 import { connectUnix, GuestChannel, M, Qmp } from './qemu-channel.js';
 import { readFileInside, writeFileInside } from './inside.js';
 import { sandboxUid, envFile } from './process.js';
+import { HOST_ENV } from './enter.js';
 
 /**
  * The `qemu` runtime (issue 16): each environment is a QEMU `microvm` with the in-guest
@@ -105,7 +106,7 @@ function tscKhz(): number | null {
  * socket pair; the namespace's loopback reaches nothing but itself), a tmpfs /mnt with
  * this environment's directory and the image bound in.
  */
-const NAMESPACE = 'ip link set lo up && mount -t tmpfs -o mode=0755 gw /mnt && mkdir /mnt/env /mnt/image && mount --bind -- "$1" /mnt/env && mount --bind -o ro -- "$2" /mnt/image || exit 124; shift 2; exec "$@"';
+const NAMESPACE = '/usr/bin/ip link set lo up && /usr/bin/mount -t tmpfs -o mode=0755 gw /mnt && /usr/bin/mkdir /mnt/env /mnt/image && /usr/bin/mount --bind -- "$1" /mnt/env && /usr/bin/mount --bind -o ro -- "$2" /mnt/image || exit 124; shift 2; exec "$@"';
 const CGROUP_JOIN = 'n=$1; shift; while [ "$n" -gt 0 ]; do echo $$ > "$1" || exit 125; shift; n=$((n-1)); done; exec "$@"';
 
 export class QemuDriver implements HostDriver {
@@ -215,10 +216,10 @@ export class QemuDriver implements HostDriver {
     // CPU usage": its sample took no measurable CPU time): tried again.
     for (let attempt = 0; attempt < 4; attempt++) {
       const fifo = makeFifo(join(dir, 'key.fifo'), 0);
-      const proc = spawn('qemu-img', [
+      const proc = spawn(which('qemu-img') ?? '/usr/bin/qemu-img', [
         'create', '-q', '-f', 'qcow2', '--object', `secret,id=sec0,file=${fifo},format=raw`,
         '-o', 'encrypt.format=luks,encrypt.key-secret=sec0,encrypt.iter-time=200', `${disk}.tmp`, `${spec.diskGib}G`,
-      ], { stdio: ['ignore', 'ignore', 'pipe'] });
+      ], { stdio: ['ignore', 'ignore', 'pipe'], env: { ...HOST_ENV } });
       stderr = '';
       proc.stderr!.on('data', (d: Buffer) => (stderr += d.toString('utf8')));
       const exited = new Promise<number | null>((resolve) => proc.once('exit', (code) => resolve(code)));
@@ -333,12 +334,12 @@ export class QemuDriver implements HostDriver {
     const procs = this.#cgroups.procsFiles(id);
     const argv = [
       '/bin/sh', '-c', CGROUP_JOIN, 'sh', String(procs.length), ...procs,
-      'unshare', '-m', '-n', '--propagation', 'private', '--',
+      which('unshare') ?? '/usr/bin/unshare', '-m', '-n', '--propagation', 'private', '--',
       '/bin/sh', '-c', NAMESPACE, 'sh', dir, record.imageDir,
-      'setpriv', `--reuid=${uid}`, `--regid=${uid}`, '--clear-groups', '--no-new-privs', '--pdeathsig', 'SIGKILL', '--',
+      which('setpriv') ?? '/usr/bin/setpriv', `--reuid=${uid}`, `--regid=${uid}`, '--clear-groups', '--no-new-privs', '--pdeathsig', 'SIGKILL', '--',
       QEMU, ...record.argv, ...extra,
     ];
-    const proc = spawn(argv[0]!, argv.slice(1), { stdio: ['ignore', 'ignore', 'pipe'], env: { PATH: '/usr/bin:/bin:/usr/sbin:/sbin' } });
+    const proc = spawn(argv[0]!, argv.slice(1), { stdio: ['ignore', 'ignore', 'pipe'], env: { ...HOST_ENV } });
     void feedFifo(fifo, key.toString('base64'), proc).catch(() => {});
     key.fill(0);
     return proc;
@@ -446,7 +447,7 @@ export class QemuDriver implements HostDriver {
    */
   async #feedSnapshot(sockPath: string, snapshot: string, alive: () => boolean): Promise<{ ok(): boolean }> {
     const sock = await connectUnix(sockPath, 30_000, alive);
-    const zstd = spawn('zstd', ['-dcq', snapshot], { stdio: ['ignore', sock, 'ignore'] });
+    const zstd = spawn(which('zstd') ?? '/usr/bin/zstd', ['-dcq', snapshot], { stdio: ['ignore', sock, 'ignore'], env: { ...HOST_ENV } });
     // The child holds its own copy of the socket; QEMU sees the end of the stream when zstd exits.
     sock.destroy();
     let failed = false;
@@ -537,7 +538,7 @@ export class QemuDriver implements HostDriver {
     const mark = (k: string) => (marks[k] = Math.round(performance.now() - t0));
     await vm.channel.request(M.SYNC, Buffer.alloc(0), 30_000).catch(() => {});
     mark('sync');
-    const zstd = spawn('zstd', ['-q', '-1', '-T1', '-o', tmp], { stdio: ['pipe', 'ignore', 'pipe'] });
+    const zstd = spawn(which('zstd') ?? '/usr/bin/zstd', ['-q', '-1', '-T1', '-o', tmp], { stdio: ['pipe', 'ignore', 'pipe'], env: { ...HOST_ENV } });
     let zerr = '';
     zstd.stderr!.on('data', (d: Buffer) => (zerr += d.toString('utf8')));
     const zstdDone = new Promise<number | null>((resolve) => zstd.once('close', (code) => resolve(code)));
@@ -697,7 +698,7 @@ export function surfacePayload(s: Surface): Buffer {
 /** A FIFO only `uid` (and root) may open; any old one is replaced. */
 function makeFifo(path: string, uid: number): string {
   rmSync(path, { force: true });
-  const r = spawnSync('mkfifo', ['-m', '0600', path]);
+  const r = spawnSync(which('mkfifo') ?? '/usr/bin/mkfifo', ['-m', '0600', path], { env: { ...HOST_ENV } });
   if (r.status !== 0) throw new DriverError('start_failed', 'could not make the key FIFO');
   chownSync(path, uid, uid);
   return path;

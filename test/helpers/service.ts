@@ -82,6 +82,10 @@ export async function startTestService(env: Record<string, string> = {}): Promis
     PROXY_PORT: '0',
     GATEWAY_TEST_CLOCK: '1',
     GATEWAY_RUNTIME: 'none',
+    // Sparse data disks in tests: the limit inside is the same, and a suite that holds a few
+    // environments of the default 10 GiB does not need tens of GiB of this machine's disk
+    // (test/security/sandbox-disk-quota.test.ts runs them preallocated, as production does).
+    GATEWAY_DISK_PREALLOCATE: '0',
     GATEWAY_MASTER_KEY: randomBytes(32).toString('base64'),
     GATEWAY_BOOTSTRAP_API_KEY: key,
     LOG_LEVEL: 'silent',

@@ -1,0 +1,111 @@
+/**
+ * How a command enters a running process sandbox (issue 24, items 1 and 3).
+ *
+ * What broke: the exec's `env` was the environment of the host-side root shell that joined
+ * the cgroup and then looked `nsenter` up in PATH, so `PATH=<the disk's host path>/bin`
+ * ran a file of the agent's as root on the host, and `LD_PRELOAD` reached host processes.
+ * And a process entering through nsenter does not carry the sandbox's seccomp filter
+ * (filters are inherited from the parent, and nsenter's parent is the host).
+ *
+ * Now nothing the caller gives is in any host process's environment or argv. Every host
+ * process of the entry runs with HOST_ENV and absolute paths. The caller's argv and
+ * variables travel on a pipe (fd 4) to ENTER_LAUNCHER, a small Perl program (perl-base is
+ * Essential in Debian; no module is loaded, so it reads nothing but its own binary and
+ * libraries) started on the host side, which:
+ *
+ *   1. opens the sandbox's namespaces from the host's /proc/<init pid>/ns/* and, still the
+ *      host's root, drops its supplementary groups;
+ *   2. joins them (the user namespace last when it is root, first when it is not: the order
+ *      nsenter uses), then forks, so its child is in the sandbox's pid namespace;
+ *   3. in the child, still root of the sandbox's user namespace (a uid the agent cannot
+ *      ptrace): sets no_new_privs, empties the capability bounding and ambient sets, loads
+ *      the seccomp filter (the same bytes bubblewrap gave the sandbox), becomes the agent
+ *      (uid/gid 1000; a credential change leaves it non-dumpable until the exec), and execs
+ *      the command with exactly the caller's variables (`env -i` semantics).
+ *
+ * Nothing in the sandbox's mount namespace runs with the host's privileges: the launcher
+ * was loaded from the host's /usr before it joined, and the only program it executes there
+ * runs as the agent, filtered. (The sandbox's root directory is the agent's own: a program
+ * exec'd there with privileges would load the agent's /etc/ld.so.preload.)
+ *
+ * The parent waits and exits with the child's status (128 + the signal, as a shell does).
+ * A failure before the command runs writes `enter` to fd 3 (the exec's marker pipe) and
+ * exits 125.
+ */
+
+/** The environment of every host-side helper: fixed, no LD_*, nothing inherited. */
+export const HOST_ENV: Readonly<Record<string, string>> = Object.freeze({ PATH: '/usr/sbin:/usr/bin:/sbin:/bin', LC_ALL: 'C' });
+
+export const PERL = '/usr/bin/perl';
+
+// Syscall numbers (x86_64): setgroups 116, setresuid 117, setresgid 119, prctl 157, setns 308.
+// prctl: PR_SET_NO_NEW_PRIVS 38, PR_SET_SECCOMP 22 (SECCOMP_MODE_FILTER 2), PR_CAPBSET_DROP 24,
+// PR_CAP_AMBIENT 47 (PR_CAP_AMBIENT_CLEAR_ALL 4). Perl's syscall() passes a value that is a
+// number as an integer and anything else as a pointer to its bytes: every integer below is
+// numeric (`+ 0`), the sock_fprog is a packed string.
+export const ENTER_LAUNCHER = `
+my ($pid, $uid, $gid) = map { $_ + 0 } @ARGV;
+sub fail { my $e = $!; syswrite(STDERR, "enter: $_[0]: $e\\n"); if (open(my $m, '>&=', 3)) { syswrite($m, 'enter') } exit 125 }
+open(my $in, '<&=', 4) or fail('payload');
+binmode($in);
+my $buf = do { local $/; <$in> };
+close($in);
+length($buf) >= 4 or fail('payload');
+my $flen = unpack('V', $buf);
+my $filter = substr($buf, 4, $flen);
+length($filter) == $flen && $flen % 8 == 0 && $flen > 0 or fail('filter');
+my @items = unpack('(V/a*)*', substr($buf, 4 + $flen));
+my $argc = shift(@items);
+defined($argc) && $argc >= 1 && $argc <= @items or fail('argv');
+my @argv = splice(@items, 0, $argc);
+my $root = $> == 0;
+my %fd;
+for my $ns ('user', 'cgroup', 'ipc', 'uts', 'net', 'pid', 'mnt') { open($fd{$ns}, '<', "/proc/$pid/ns/$ns") or fail("namespace $ns") }
+if ($root) { syscall(116, 0, 0) == 0 or fail('setgroups') }
+my @later = grep { syscall(308, fileno($fd{$_}), 0) != 0 } ('cgroup', 'ipc', 'uts', 'net', 'pid', 'mnt');
+syscall(308, fileno($fd{user}), 0) == 0 or fail('setns user');
+for (@later) { syscall(308, fileno($fd{$_}), 0) == 0 or fail("setns $_") }
+close($_) for values(%fd);
+my $child = fork();
+defined($child) or fail('fork');
+if ($child) {
+  waitpid($child, 0) == $child or exit(125);
+  exit(($? & 127) ? 128 + ($? & 127) : ($? >> 8));
+}
+syscall(157, 38, 1, 0, 0, 0) == 0 or fail('no_new_privs');
+for my $cap (0 .. 63) { syscall(157, 24, $cap, 0, 0, 0) }
+syscall(157, 47, 4, 0, 0, 0);
+my $prog = pack('S x6 P', $flen / 8, $filter);
+syscall(157, 22, 2, $prog, 0, 0) == 0 or fail('seccomp');
+syscall(119, $gid, $gid, $gid) == 0 or fail('setresgid');
+syscall(117, $uid, $uid, $uid) == 0 or fail('setresuid');
+%ENV = ();
+for (@items) { my ($k, $v) = split(/=/, $_, 2); $ENV{$k} = $v }
+exec { $argv[0] } @argv;
+fail("exec $argv[0]");
+`;
+
+/**
+ * fd 4's bytes: u32 LE length of the filter, the filter, then length-prefixed strings
+ * (u32 LE + bytes): argc, argv..., NAME=value... A NUL cannot be in an argument or a
+ * variable of a real process, so it is refused here rather than cut there.
+ */
+export function enterPayload(filter: Buffer, argv: string[], env: Record<string, string>): Buffer {
+  const items = [String(argv.length), ...argv];
+  for (const [k, v] of Object.entries(env)) {
+    if (!k || k.includes('=')) throw new Error(`not a variable name: ${JSON.stringify(k)}`);
+    items.push(`${k}=${v}`);
+  }
+  const parts: Buffer[] = [];
+  const head = Buffer.alloc(4);
+  head.writeUInt32LE(filter.length);
+  parts.push(head, filter);
+  for (const s of items) {
+    if (s.includes('\u0000')) throw new Error('an argument or variable holds a NUL byte');
+    const b = Buffer.from(s, 'utf8');
+    const len = Buffer.alloc(4);
+    len.writeUInt32LE(b.length);
+    parts.push(len, b);
+  }
+  return Buffer.concat(parts);
+}

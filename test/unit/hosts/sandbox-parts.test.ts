@@ -1,0 +1,50 @@
+import { expect } from 'chai';
+import { ENTER_LAUNCHER, HOST_ENV, enterPayload } from '../../../hosts/drivers/enter.js';
+import { netSealed } from '../../../hosts/drivers/process.js';
+
+/** Pure parts of the process sandbox (issue 24): the exec launcher's payload, the host's environment, the network check. */
+describe('hosts: how an exec enters the sandbox', () => {
+  it('the host-side environment is fixed: a PATH of system directories, no LD_*, nothing inherited', () => {
+    expect(HOST_ENV).to.deep.equal({ PATH: '/usr/sbin:/usr/bin:/sbin:/bin', LC_ALL: 'C' });
+    expect(Object.isFrozen(HOST_ENV)).to.equal(true);
+  });
+
+  it('the payload carries the filter, argv and variables as length-prefixed strings (nothing on a host command line)', () => {
+    const filter = Buffer.alloc(16, 7);
+    const p = enterPayload(filter, ['/bin/sh', '-c', 'echo "$A"'], { A: 'x=y', LD_PRELOAD: '/home/agent/x.so', EMPTY: '' });
+    expect(p.readUInt32LE(0)).to.equal(16);
+    expect(p.subarray(4, 20).equals(filter)).to.equal(true);
+    const items: string[] = [];
+    for (let at = 20; at < p.length;) {
+      const n = p.readUInt32LE(at);
+      items.push(p.subarray(at + 4, at + 4 + n).toString('utf8'));
+      at += 4 + n;
+    }
+    expect(items).to.deep.equal(['3', '/bin/sh', '-c', 'echo "$A"', 'A=x=y', 'LD_PRELOAD=/home/agent/x.so', 'EMPTY=']);
+  });
+
+  it('refuses a NUL in an argument or a value, and a name with "="', () => {
+    expect(() => enterPayload(Buffer.alloc(8), ['a\u0000b'], {})).to.throw(/NUL/);
+    expect(() => enterPayload(Buffer.alloc(8), ['a'], { A: 'x\u0000' })).to.throw(/NUL/);
+    expect(() => enterPayload(Buffer.alloc(8), ['a'], { 'A=B': 'x' })).to.throw(/variable name/);
+  });
+
+  it('the launcher loads no module (it runs as root before it joins) and sets no_new_privs and the filter before it becomes the agent', () => {
+    expect(ENTER_LAUNCHER).to.not.match(/\b(use|require)\s+\w/);
+    expect(ENTER_LAUNCHER).to.not.match(/\bdo\s*['"$(]/); // do FILE
+    const at = (s: string) => ENTER_LAUNCHER.indexOf(s);
+    expect(at('syscall(157, 38')).to.be.greaterThan(at('fork()'));
+    expect(at('syscall(157, 22')).to.be.greaterThan(at('syscall(157, 38'));
+    expect(at('syscall(117')).to.be.greaterThan(at('syscall(157, 22'));
+    expect(at('%ENV = ()')).to.be.greaterThan(at('syscall(117'));
+  });
+});
+
+describe('hosts: a sealed network namespace, as the host reads it', () => {
+  const dev = (...ifaces: string[]) => `Inter-|   Receive\n face |bytes\n${ifaces.map((i) => `    ${i}:       0       0    0    0    0     0          0         0        0       0    0    0    0     0       0          0`).join('\n')}\n`;
+  const route = (...rows: string[]) => `Iface\tDestination\tGateway \tFlags\tRefCnt\tUse\tMetric\tMask\t\tMTU\tWindow\tIRTT\n${rows.join('\n')}${rows.length ? '\n' : ''}`;
+  it('loopback only and no route: sealed', () => expect(netSealed(dev('lo'), route())).to.equal(true));
+  it('another interface: not sealed', () => expect(netSealed(dev('lo', 'eth0'), route())).to.equal(false));
+  it('a route: not sealed', () => expect(netSealed(dev('lo'), route('lo\t0000007F\t00000000\t0001\t0\t0\t0\t000000FF\t0\t0\t0'))).to.equal(false));
+  it('nothing read (the process is gone): not sealed', () => expect(netSealed('', '')).to.equal(false));
+});
