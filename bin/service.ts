@@ -410,6 +410,7 @@ export async function startService(config: Readonly<Config>, log: Logger, opts: 
       deleteSchedule: (environmentId, key) => agentService.deleteSchedule(environmentId, key),
       keepAwake: (environmentId, body, peer) => agentService.keepAwake(environmentId, body, peer),
       requestTakeover: (environmentId, body) => leases.requestTakeover(environmentId, body),
+      rateLimited: (environmentId) => agentService.rateLimited(environmentId),
     },
     browser: (environmentId) => (req, socket, head) => vmCdpUpgrade(environmentId, req, socket, head),
     keepAwakes: {

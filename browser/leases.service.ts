@@ -375,19 +375,38 @@ export function createLeasesService(deps: LeasesDeps) {
 
   /** The agent asks for a person (control socket POST /browser/takeover): webhook browser.takeover_requested. */
   async function requestTakeover(environmentId: string, body: unknown): Promise<{ status: number; body: unknown }> {
+    // Issue 24, item 5: a reason is at most 500 characters, and while a request for the lease
+    // is pending (asked in the last 10 minutes and not taken over since, or taken over now)
+    // another answers 202 with it: no second event, no second webhook.
+    const MAX_REASON = 500;
+    const PENDING_MS = 10 * 60_000;
     const b = body as { lease_id?: unknown; reason?: unknown } | null;
-    if (!b || typeof b !== 'object' || Array.isArray(b) || typeof b.lease_id !== 'string' || Object.keys(b).some((k) => k !== 'lease_id' && k !== 'reason') || (b.reason !== undefined && b.reason !== null && (typeof b.reason !== 'string' || b.reason.length > 1000))) {
-      return { status: 400, body: { error: 'invalid_request', message: 'the body is {lease_id, reason?}' } };
+    if (!b || typeof b !== 'object' || Array.isArray(b) || typeof b.lease_id !== 'string' || b.lease_id.length > 100 || Object.keys(b).some((k) => k !== 'lease_id' && k !== 'reason') || (b.reason !== undefined && b.reason !== null && (typeof b.reason !== 'string' || b.reason.length > MAX_REASON))) {
+      return { status: 400, body: { error: 'invalid_request', message: `the body is {lease_id, reason?}, reason at most ${MAX_REASON} characters` } };
     }
     const r = await db<LeaseRow>('browser_leases').where({ id: b.lease_id, environment_id: environmentId }).first();
     if (!r) return { status: 404, body: { error: 'not_found', message: 'no such lease of this environment' } };
     if (r.state !== 'active' || Number(r.expires_at) <= clock.nowMs()) return { status: 409, body: { error: 'lease_not_active', message: 'the lease is not active' } };
     const reason = typeof b.reason === 'string' ? b.reason : null;
-    await withTx(db, async (trx) => {
-      await trx('environment_events').insert({ environment_id: environmentId, developer_id: r.developer_id, kind: 'takeover_requested', source: 'agent', data: JSON.stringify({ lease_id: r.id, reason }), created_at: clock.nowMs() });
-      await enqueueEvent(trx, { developerId: r.developer_id, type: 'browser.takeover_requested', environmentId, data: { lease_id: r.id, environment_id: environmentId, reason }, createdAtMs: clock.nowMs() });
+    const now = clock.nowMs();
+    const out = await withTx(db, async (trx) => {
+      // Under the lease's lock: two requests at once cannot both find none pending.
+      const locked = (await lockLease(trx, r.developer_id, r.id)) as (LeaseRow & { takeover_requested_at?: number | string | null }) | undefined;
+      if (!locked || locked.state !== 'active' || Number(locked.expires_at) <= now) return null;
+      const last = locked.takeover_requested_at == null ? null : Number(locked.takeover_requested_at);
+      let pending = Boolean(locked.taken_over);
+      if (!pending && last !== null && last > now - PENDING_MS) {
+        // A takeover since the request (it makes a view token) answered it.
+        pending = !(await trx('browser_view_tokens').where({ lease_id: r.id }).where('created_at', '>', last).first());
+      }
+      if (pending) return { requested_at: last, duplicate: true };
+      await trx('browser_leases').where({ id: r.id }).update({ takeover_requested_at: now });
+      await trx('environment_events').insert({ environment_id: environmentId, developer_id: r.developer_id, kind: 'takeover_requested', source: 'agent', data: JSON.stringify({ lease_id: r.id, reason }), created_at: now });
+      await enqueueEvent(trx, { developerId: r.developer_id, type: 'browser.takeover_requested', environmentId, data: { lease_id: r.id, environment_id: environmentId, reason }, createdAtMs: now });
+      return { requested_at: now, duplicate: false };
     });
-    return { status: 202, body: { requested: true, lease_id: r.id } };
+    if (!out) return { status: 409, body: { error: 'lease_not_active', message: 'the lease is not active' } };
+    return { status: 202, body: { requested: true, lease_id: r.id, requested_at: iso(out.requested_at), duplicate: out.duplicate } };
   }
 
   /** An active lease (any developer) for the CDP relay's upgrade, or null. */

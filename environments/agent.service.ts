@@ -11,6 +11,8 @@ import type { EnvironmentRow } from './environments.store.js';
 import { eventsStore } from './events.store.js';
 import { agentSettingsOf } from './environments.service.js';
 import type { ScheduleRow } from './schedules.service.js';
+import { cronTimes } from './cron-times.js';
+import { unionCollision } from './schedule-union.js';
 
 /**
  * What the agent may do from inside its VM, through /run/service/control.sock (service.md,
@@ -19,7 +21,8 @@ import type { ScheduleRow } from './schedules.service.js';
  * passes it in); nothing the agent sends names an environment.
  *
  * The developer's agent settings cap it: `scheduling`, `max_schedules`, `min_interval_secs`
- * (between consecutive fire times of the expression), `keep_awake_max_secs`,
+ * (between any two upcoming runs of the agent's schedules, the whole set: schedule-union.ts),
+ * `keep_awake_max_secs`,
  * `keep_awake_daily_secs` (granted seconds in any 24 hours). Every action and every refusal
  * is an environment event with source `agent` and an `environment.agent_*` webhook. The caps
  * never bind the developer's own API calls.
@@ -33,6 +36,8 @@ export interface AgentPeer {
   pid: number;
   /** The process's start time (/proc/<pid>/stat field 22): a reused pid is another process. */
   start: string;
+  /** The caller is not known to be a live process of the sandbox: why (the keep-awake is refused). */
+  unidentified?: string;
 }
 
 export interface KeepAwakeRow {
@@ -76,6 +81,20 @@ export function shortestInterval(cron: Cron, from: number): number {
   const runs = cron.nextRuns(INTERVAL_SAMPLES, new Date(from)).map((d) => d.getTime());
   let min = Infinity;
   for (let i = 1; i < runs.length; i++) min = Math.min(min, runs[i]! - runs[i - 1]!);
+  return min;
+}
+
+/** shortestInterval by cron-times.ts (croner's zone conversion costs ~0.5 ms a fire time: 30 ms a call). */
+export function shortestGap(expr: string, tz: string, from: number): number {
+  const times = cronTimes(expr, tz);
+  let min = Infinity;
+  let prev = times.next(from);
+  for (let i = 1; i < INTERVAL_SAMPLES && prev !== null; i++) {
+    const n = times.next(prev);
+    if (n === null) break;
+    min = Math.min(min, n - prev);
+    prev = n;
+  }
   return min;
 }
 
@@ -152,7 +171,7 @@ export function createAgentService(deps: AgentServiceDeps) {
       const parsed = cronNext(cron, tz, now);
       if (parsed.error) return refuse(env, 400, 'invalid_request', parsed.error, { key, cron, tz });
       if (parsed.next === null) return refuse(env, 400, 'invalid_request', 'the expression never fires', { key, cron, tz });
-      const gap = shortestInterval(parsed.cron!, now);
+      const gap = shortestGap(cron, tz, now);
       if (gap < settings.min_interval_secs * 1000) {
         return refuse(env, 400, 'interval_too_short', `fires every ${Math.round(gap / 1000)} s at the closest; min_interval_secs is ${settings.min_interval_secs}`, { key, cron, tz });
       }
@@ -174,6 +193,14 @@ export function createAgentService(deps: AgentServiceDeps) {
         const count = await trx('schedules').where({ environment_id: environmentId, source: 'agent' }).count({ n: '*' }).first();
         if (Number(count?.n ?? 0) >= settings.max_schedules) return null; // refused below, outside this transaction
       }
+      // min_interval_secs between any two runs of the agent's schedules (the union), under the
+      // environment's lock so two PUTs at once cannot each pass against the old set.
+      const others = await trx<ScheduleRow>('schedules').where({ environment_id: environmentId, source: 'agent' }).whereNot({ schedule_key: key }).select('schedule_key', 'cron', 'tz', 'at');
+      const hit = unionCollision(
+        others.map((o) => ({ key: o.schedule_key, cron: o.cron, tz: o.tz, at: o.at == null ? null : Number(o.at) })),
+        { key, cron, tz, at }, settings.min_interval_secs * 1000, now,
+      );
+      if (hit) return { collision: hit }; // refused below, outside this transaction
       const row = {
         environment_id: environmentId, developer_id: locked.developer_id, schedule_key: key, cron, tz, at, source: 'agent',
         next_run_at: next, command: command === undefined ? null : toJson(command), updated_at: now,
@@ -185,6 +212,12 @@ export function createAgentService(deps: AgentServiceDeps) {
       return { status: existing ? 200 : 201, body: agentSchedule(saved) };
     });
     if (out === null) return refuse(env, 409, 'schedule_limit_reached', `at most ${settings.max_schedules} schedules (max_schedules)`, { key });
+    if ('collision' in out) {
+      const c = out.collision;
+      const gap = Math.round(Math.abs(c.fire - c.other) / 1000);
+      const what = c.key === key ? 'its own next run' : `schedule "${c.key}"`;
+      return refuse(env, 400, 'interval_too_short', `it would run ${gap} s from ${what} (at ${iso(c.other)}); min_interval_secs (${settings.min_interval_secs}) holds between any two runs of the agent's schedules`, { key, cron, tz, at: iso(at), with: c.key });
+    }
     return out;
   }
 
@@ -210,7 +243,12 @@ export function createAgentService(deps: AgentServiceDeps) {
     await trx('keep_awakes').insert({ id: newId('kaw'), environment_id: env.id, developer_id: env.developer_id, source: 'api', seconds, granted_at: clock.nowMs(), until, pid: null, pid_start: null, released_at: null, release_reason: null });
   }
 
-  async function keepAwake(environmentId: string, body: unknown, peer: AgentPeer | null): Promise<ControlAnswer> {
+  /**
+   * `peer`: the calling process (null where it cannot be known: a VM), or how to look it up:
+   * the lookup spawns a helper on the host (hosts/peer.ts), so it runs only after the body,
+   * the caps and the budget passed (issue 24, item 5: cheap to refuse).
+   */
+  async function keepAwake(environmentId: string, body: unknown, peer: AgentPeer | null | (() => Promise<AgentPeer | null>)): Promise<ControlAnswer> {
     const env = await envOf(environmentId);
     if (!env) return gone;
     const settings = agentSettingsOf(env);
@@ -222,6 +260,16 @@ export function createAgentService(deps: AgentServiceDeps) {
     if (!settings.scheduling) return refuse(env, 403, 'scheduling_disabled', 'the developer turned scheduling (and keep-awake) off for this environment', { seconds: s });
     if (s > settings.keep_awake_max_secs) return refuse(env, 400, 'keep_awake_too_long', `at most ${settings.keep_awake_max_secs} seconds (keep_awake_max_secs)`, { seconds: s });
     const now = clock.nowMs();
+    if (env.limit_exceeded) return { status: 409, body: { error: 'limit_exceeded', message: 'a usage limit suspended this environment' } };
+    // The budget before the lookup (checked again under the lock below).
+    const usedBefore = Number((await db('keep_awakes').where({ environment_id: environmentId, source: 'agent' }).where('granted_at', '>', now - DAY_MS).sum({ s: 'seconds' }).first())?.s ?? 0);
+    if (usedBefore + s > settings.keep_awake_daily_secs) {
+      return refuse(env, 429, 'keep_awake_budget_exhausted', `${usedBefore} of ${settings.keep_awake_daily_secs} seconds (keep_awake_daily_secs) were used in the last 24 hours`, { seconds: s });
+    }
+    const who = typeof peer === 'function' ? await peer() : peer;
+    if (who?.unidentified) {
+      return refuse(env, 409, 'caller_unknown', `the calling process could not be identified (${who.unidentified}); a keep-awake lasts while the process that asked lives`, { seconds: s, pid: who.pid || null, why: who.unidentified });
+    }
     const out = await withTx(db, async (trx) => {
       const locked = await lockEnv(trx, environmentId);
       if (!locked || locked.desired_state === 'destroyed') return gone;
@@ -230,12 +278,12 @@ export function createAgentService(deps: AgentServiceDeps) {
       const usedSecs = Number(used?.s ?? 0);
       if (usedSecs + s > settings.keep_awake_daily_secs) return usedSecs;
       const until = now + s * 1000;
-      await trx('keep_awakes').insert({ id: newId('kaw'), environment_id: environmentId, developer_id: locked.developer_id, source: 'agent', seconds: s, granted_at: now, until, pid: peer?.pid ?? null, pid_start: peer?.start ?? null, released_at: null, release_reason: null });
+      await trx('keep_awakes').insert({ id: newId('kaw'), environment_id: environmentId, developer_id: locked.developer_id, source: 'agent', seconds: s, granted_at: now, until, pid: who?.pid ?? null, pid_start: who?.start ?? null, released_at: null, release_reason: null });
       const hold = Math.max(Number(locked.keep_awake_until ?? 0), until);
       const patch: Partial<EnvironmentRow> = { keep_awake_until: hold, last_active_at: now, updated_at: now };
       if (locked.desired_state !== 'running') patch.desired_state = 'running';
       await trx('environments').where({ id: environmentId }).update(patch);
-      await record(trx, locked, 'keep_awake', 'agent', { seconds: s, until: iso(until), pid: peer?.pid ?? null }, 'environment.agent_keep_awake');
+      await record(trx, locked, 'keep_awake', 'agent', { seconds: s, until: iso(until), pid: who?.pid ?? null }, 'environment.agent_keep_awake');
       return { status: 200, body: { seconds: s, until: iso(until), keep_awake_until: iso(hold) } };
     });
     if (typeof out === 'number') {
@@ -262,6 +310,17 @@ export function createAgentService(deps: AgentServiceDeps) {
     await trx('environments').where({ id: environmentId }).update({ keep_awake_until: await holdUntil(trx, environmentId, now), updated_at: now });
     await record(trx, env, 'keep_awake_released', 'system', { reason, count: rows.length }, 'environment.agent_keep_awake_released');
     return rows.length;
+  }
+
+  /**
+   * The control socket refused requests with 429 `rate_limited` (hosts/control-socket.ts
+   * calls this at most once per environment a minute, never per request): one refusal event
+   * and webhook for the episode.
+   */
+  async function rateLimited(environmentId: string): Promise<void> {
+    const env = await envOf(environmentId);
+    if (!env) return;
+    await withTx(db, (trx) => record(trx, env, 'agent_request_rejected', 'agent', { reason: 'rate_limited' }, 'environment.agent_request_rejected'));
   }
 
   async function release(environmentId: string, reason: string, ids?: string[]): Promise<number> {
@@ -316,7 +375,7 @@ export function createAgentService(deps: AgentServiceDeps) {
     return fired;
   }
 
-  return { listSchedules, setSchedule, deleteSchedule, keepAwake, release, releaseAgentKeepAwakes, recordApiKeepAwake, heldByProcesses, fireDue };
+  return { listSchedules, setSchedule, deleteSchedule, keepAwake, rateLimited, release, releaseAgentKeepAwakes, recordApiKeepAwake, heldByProcesses, fireDue };
 }
 
 export type AgentService = ReturnType<typeof createAgentService>;

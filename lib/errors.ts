@@ -48,6 +48,8 @@ export const ERROR_CODES = {
   lease_not_active: { status: 409, meaning: 'renew, takeover, handback or release in a state that forbids it' },
   not_taken_over: { status: 409, meaning: 'handback on a lease not taken over' },
   lease_limit_reached: { status: 429, meaning: 'Browser lease concurrency limit (a count, not a rate)' },
+  // The agent's control socket (docs/environments.md lists its own refusals)
+  rate_limited: { status: 429, meaning: 'Too many requests from one environment\'s control socket (10 a second, 20 at once); Retry-After says when to try again' },
   // Gateway (what the agent gets from the proxy, with header X-Gateway-Error)
   proxy_auth_required: { status: 407, meaning: 'Proxy request without valid environment proxy credentials' },
   egress_denied: { status: 403, meaning: 'Host not on the effective egress allowlist, or a private address' },
