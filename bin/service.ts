@@ -62,7 +62,7 @@ import { createRuntimeService, type RuntimeService } from '../hosts/runtime.serv
 import type { HostAgent } from '../hosts/host-agent.js';
 import type { Surface } from '../hosts/driver.js';
 import { runtimeRouter } from '../api/routes/runtime.js';
-import { startLocalHost } from './local-host.js';
+import { hostIdFor, startLocalHost } from './local-host.js';
 import { createIdleLadder } from '../environments/idle.service.js';
 import { createAgentService, type AgentService } from '../environments/agent.service.js';
 import { createUsageService } from '../environments/usage.service.js';
@@ -72,7 +72,8 @@ import { browserRouter, browserViewRouter } from '../api/routes/browser.js';
 import { createProfilesService } from '../browser/profiles.service.js';
 import { createLeasesService } from '../browser/leases.service.js';
 import { ChromiumBroker } from '../browser/chromium-broker.js';
-import { relayCdp } from '../browser/cdp-relay.js';
+import { relayCdp, type Relay } from '../browser/cdp-relay.js';
+import { Cgroups } from '../hosts/cgroups.js';
 import { relayViewer } from '../browser/viewer.js';
 import { hostsStore } from '../hosts/hosts.store.js';
 import { createMembersService } from '../accounts/members.service.js';
@@ -118,6 +119,10 @@ export interface RunningService {
 
 /** Inside every VM: the relay to the gateway listens here (hosts/drivers/process.ts). */
 const VM_PROXY = '127.0.0.1:3128';
+/** The close code a lease's CDP connection gets while a person holds the browser (4000-4999: the application's). */
+const CDP_TAKEN_OVER = 4409;
+/** Frames an agent may send its CDP endpoint (issue 23, item 2): past it the connection is closed. */
+const CDP_MAX_FRAME = 16 * 1024 * 1024;
 const VM_CA_FILE = '/run/service/ca.pem';
 
 function listen(server: Server, host: string, port: number): Promise<number> {
@@ -463,13 +468,37 @@ export async function startService(config: Readonly<Config>, log: Logger, opts: 
   await jobs.every('hosts-offline', 10_000, {});
   const routers = [environmentsRouter({ environments, wakeups, schedules }), templatesRouter({ templates }), runtimeRouter({ runtime })];
   routers.push(usageRouter({ usage, versions: agentVersions, environments }));
-  // The browser pool (issue 14): profiles, leases on the Chromium broker, limits.
-  const broker = new ChromiumBroker({ executablePath: config.chromiumPath, leafKeyPem: issuer.keyPem, log });
+  // The browser pool (issue 14): profiles, leases on the Chromium broker, limits. Each
+  // environment's browser is a sandbox of its own (issue 23): its own uid and namespaces,
+  // charged to the environment's cgroup, its only way out the gateway as that environment.
+  const browserCgroups = new Cgroups(hostIdFor(config), config.envHost.cgroupRoot ?? undefined);
+  const broker = new ChromiumBroker({
+    executablePath: config.chromiumPath, leafKeyPem: issuer.keyPem, log, pagesPerLease: config.browserPagesPerLease,
+    async cgroupFor(environmentId) {
+      if (browserCgroups.support.layout === 'none') return [];
+      // Not running here (no process in its tree): the environment's directories are made with its limits.
+      if (browserCgroups.pids(environmentId).length === 0) {
+        const row = await runtimeState.byId(environmentId);
+        browserCgroups.create(environmentId, { cpus: Number(row?.cpus ?? 2), memoryMib: Number(row?.memory_mib ?? 4096), pidsMax: 4096 });
+      }
+      return browserCgroups.procsFiles(environmentId, 'browser');
+    },
+    cgroupDone(environmentId) {
+      browserCgroups.removeExec(environmentId, 'browser');
+      if (!hostAgent && browserCgroups.pids(environmentId).length === 0) browserCgroups.remove(environmentId);
+    },
+    proxyConnection: (environmentId, socket) => proxy.accept(socket, `Basic ${Buffer.from(`${environmentId}:${proxyCredentials.passwordFor(environmentId)}`).toString('base64')}`),
+  });
   // The agent's CDP endpoint per lease: ws(s)://<BASE_URL>/v1/browser/leases/<id>/cdp?token=<HMAC of the id>.
   const cdpKey = keyring.deriveSubkey('browser-cdp');
   const cdpToken = (leaseId: string): string => createHmac('sha256', cdpKey).update(leaseId).digest('base64url');
-  const cdpClients = new Map<string, Set<import('ws').WebSocket>>();
+  const cdpClients = new Map<string, Set<Relay>>();
   const viewers = new Map<string, Set<import('ws').WebSocket>>();
+  const endRelays = async (id: string, code: number, reason: string): Promise<void> => {
+    const set = cdpClients.get(id);
+    cdpClients.delete(id);
+    await Promise.all([...(set ?? [])].map((r) => r.close(code, reason)));
+  };
   const leases = createLeasesService({
     db, clock, keyring, log, broker,
     cdpUrl: (id) => `${publicBaseUrl.replace(/^http/, 'ws')}/v1/browser/leases/${id}/cdp?token=${cdpToken(id)}`,
@@ -485,13 +514,13 @@ export async function startService(config: Readonly<Config>, log: Logger, opts: 
       for (const ws of viewers.get(id) ?? []) ws.close(1000, 'handed back');
       viewers.delete(id);
     },
+    onTakeover: (id) => endRelays(id, CDP_TAKEN_OVER, 'the browser is taken over by a person; connect again after handback'),
     onEnded: (id) => {
-      for (const ws of [...(cdpClients.get(id) ?? []), ...(viewers.get(id) ?? [])]) ws.close(1000, 'the lease ended');
-      cdpClients.delete(id);
+      void endRelays(id, 1000, 'the lease ended');
+      for (const ws of viewers.get(id) ?? []) ws.close(1000, 'the lease ended');
       viewers.delete(id);
     },
     limits: config.browserLimits,
-    proxyFor: (environmentId) => ({ server: `http://${urlHost(wildcardBind ? '127.0.0.1' : config.host)}:${proxy.port}`, username: environmentId, password: proxyCredentials.passwordFor(environmentId) }),
   });
   const profiles = createProfilesService({ db, clock, inUse: (id) => leases.profileInUse(id) });
   jobs.define('reclaim-leases', async () => {
@@ -530,8 +559,26 @@ export async function startService(config: Readonly<Config>, log: Logger, opts: 
 
   const apiServer = opts.api === false ? null : createServer(app);
   apiServer?.on('clientError', answerUnparsable);
-  // WebSocket upgrades: a lease's CDP relay (the token in the URL is its credential).
-  const wss = new WebSocketServer({ noServer: true, maxPayload: 256 * 1024 * 1024, perMessageDeflate: false });
+  // WebSocket upgrades: a lease's CDP relay (the token in the URL is its credential). A frame
+  // over 16 MiB closes the connection (issue 23, item 2).
+  const wss = new WebSocketServer({ noServer: true, maxPayload: CDP_MAX_FRAME, perMessageDeflate: false });
+  /** Files of the environment's disk for a file input (issue 23, item 2): read as the agent, copied into the lease's uploads. */
+  const uploadFiles = async (leaseId: string, environmentId: string, paths: string[]): Promise<string[]> => {
+    if (paths.length > 10) throw new Error('at most 10 files at once');
+    const env = await runtimeState.byId(environmentId);
+    const found = broker.browserOf(leaseId);
+    if (!env || !found) throw new Error('the lease has no browser');
+    const files: Array<{ name: string; data: Buffer }> = [];
+    for (const p of paths) {
+      // Only the environment's own disk; the path is the agent's and means a file there.
+      if (typeof p !== 'string' || !p.startsWith('/home/agent/')) throw new Error(`files are taken from the environment's disk (/home/agent/...), never a host path: ${String(p).slice(0, 200)}`);
+      const r = await runtime.readFile(env.developer_id, environmentId, p).catch((err: Error) => {
+        throw new Error(`${p}: ${err.message}`);
+      });
+      files.push({ name: r.path, data: Buffer.from(r.content, 'base64') });
+    }
+    return found.browser.stageUploads(leaseId, files);
+  };
   /** A lease's CDP endpoint; `environmentId`: through that VM's browser.sock, its own leases only. */
   const cdpUpgrade = async (req: import('node:http').IncomingMessage, socket: import('node:stream').Duplex, head: Buffer, environmentId: string | null): Promise<void> => {
     const refuse = (status: number, text: string): void => {
@@ -544,15 +591,19 @@ export async function startService(config: Readonly<Config>, log: Logger, opts: 
     if (!constantTimeEqual(token, cdpToken(id))) return refuse(401, 'Unauthorized');
     const lease = await leases.activeRow(id).catch(() => null);
     if (lease && environmentId && lease.environment_id !== environmentId) return refuse(404, 'Not Found');
-    const endpoint = broker.endpoint();
-    const contextId = broker.contextId(id);
-    if (!lease || !endpoint || !contextId) return refuse(409, 'Conflict');
+    const found = broker.browserOf(id);
+    if (!lease || !found) return refuse(409, 'Conflict');
     wss.handleUpgrade(req, socket, head, (ws) => {
+      // While a person holds the browser the agent is refused, with the reason (issue 23, item 3).
+      if (lease.taken_over || leases.isTakenOver(id)) return ws.close(CDP_TAKEN_OVER, 'the browser is taken over by a person; connect again after handback');
       let set = cdpClients.get(id);
       if (!set) cdpClients.set(id, (set = new Set()));
-      set.add(ws);
-      ws.on('close', () => set!.delete(ws));
-      relayCdp(ws, endpoint, contextId, { takenOver: () => leases.isTakenOver(id) });
+      const relay = relayCdp(ws, found.browser, found.contextId, {
+        takenOver: () => leases.isTakenOver(id),
+        uploadFiles: (paths) => uploadFiles(id, lease.environment_id, paths),
+      });
+      set.add(relay);
+      ws.on('close', () => set!.delete(relay));
     });
   };
   vmCdpUpgrade = (environmentId, req, socket, head) => {
@@ -568,14 +619,15 @@ export async function startService(config: Readonly<Config>, log: Logger, opts: 
         // Establishing the viewer consumes the token (service.md, Viewer rules).
         if (!broker.up()) return refuse(503, 'Service Unavailable');
         const ok = await leases.consumeView(view[1]!).catch(() => null);
-        const page = ok ? broker.page(ok.leaseId) : undefined;
-        if (!ok || !page) return refuse(404, 'Not Found');
+        const found = ok ? broker.browserOf(ok.leaseId) : null;
+        const page = ok && found ? found.browser.page(ok.leaseId) : null;
+        if (!ok || !found || !page) return refuse(404, 'Not Found');
         wss.handleUpgrade(req, socket, head, (ws) => {
           let set = viewers.get(ok.leaseId);
           if (!set) viewers.set(ok.leaseId, (set = new Set()));
           set.add(ws);
           ws.on('close', () => set!.delete(ws));
-          relayViewer(ws, page, () => void leases.handback(null, ok.leaseId).catch(() => {})).catch(() => ws.close());
+          relayViewer(ws, found.browser, page.targetId, () => void leases.handback(null, ok.leaseId).catch(() => {})).catch(() => ws.close());
         });
         return;
       }
@@ -613,7 +665,8 @@ export async function startService(config: Readonly<Config>, log: Logger, opts: 
     runtime,
     async close() {
       // Upgraded connections (CDP relays, viewers) hold the server open: they end first.
-      for (const set of [...cdpClients.values(), ...viewers.values()]) for (const ws of set) ws.terminate();
+      for (const set of cdpClients.values()) for (const r of set) void r.close(1001, 'the service is stopping');
+      for (const set of viewers.values()) for (const ws of set) ws.terminate();
       wss.close();
       if (apiServer) {
         await new Promise<void>((resolve) => {

@@ -1,215 +1,309 @@
 import { WebSocket, type RawData } from 'ws';
+import type { CdpMessage } from './cdp-pipe.js';
+import { COOKIE_READS, mayCarrySession, redactSession, sessionMethod, stripHttpOnly, urlAllowed } from './cdp-rules.js';
+import type { EnvBrowser, TargetInfo } from './env-browser.js';
 
 /**
- * The agent's CDP endpoint of one lease (issue 14, item 3): a relay between the agent's
- * CDP client (`chromium.connectOverCDP(cdp_url)`) and the shared browser, limited to the
- * lease's browser context. The agent sees a browser whose only pages are its context's:
+ * The agent's CDP endpoint of one lease (issue 14, item 3; issue 23, items 2–4): a relay
+ * between the agent's CDP client (`chromium.connectOverCDP(cdp_url)`) and its environment's
+ * browser, limited to the lease's browser context. Each agent connection works in a browser
+ * session of its own on the broker's pipe (`Target.attachToBrowserTarget`), so Chromium keeps
+ * connections apart; on top of that the relay is an allow-list at every level:
  *
- * - browser-level commands pass only from an allow-list; `Target.createTarget` and
- *   `Browser.setDownloadBehavior` are pinned to the lease's context; target commands name
- *   a target of that context or are refused; `Target.getBrowserContexts` answers none, so
- *   the context is the client's default one;
- * - auto-attach is emulated: the relay attaches (flat sessions) to the context's pages
- *   itself, so setting it never pauses or exposes another lease's pages;
- * - events and answers of sessions the relay did not attach, and target events of other
- *   contexts, never reach the agent;
- * - while the lease is taken over by a person, every agent command is refused.
+ * - browser level: `Browser.getVersion`; target discovery, attach and auto-attach emulated
+ *   from the broker's registry for the lease's context only; `Target.createTarget` pinned to
+ *   the context, its URL checked, the page cap kept; `Target.attachToTarget`, `closeTarget`,
+ *   `activateTarget`, `getTargetInfo` only for the context's targets; `Browser.setDownloadBehavior`
+ *   answered but never applied (downloads stay refused); the `Storage` cookie calls pinned to
+ *   the context; everything else refused;
+ * - session level: cdp-rules.ts (`sessionMethod`), plus URL, file and cookie checks here;
+ * - children: a session Chromium attaches under one of ours (an iframe, a worker) is adopted
+ *   only when its target is of the lease's context, else detached at once;
+ * - what the agent hears: events and answers of its own sessions only, with every Cookie,
+ *   Set-Cookie and Authorization value replaced and HttpOnly cookie values left out;
+ * - while a person holds the browser, every command is refused (the connection is closed at
+ *   takeover anyway, and a new one refused, by the service).
  */
-const RELAY_IDS = 1_000_000_000;
-
-interface TargetInfo {
-  targetId: string;
-  type: string;
-  browserContextId?: string;
-  [k: string]: unknown;
-}
-
-type Msg = { id?: number; method?: string; params?: Record<string, any>; sessionId?: string; result?: unknown; error?: unknown };
-
-const PASS = new Set(['Browser.getVersion', 'Target.setRemoteLocations']);
-const TARGET_SCOPED = new Set(['Target.closeTarget', 'Target.activateTarget', 'Target.getTargetInfo', 'Browser.getWindowForTarget']);
-
 export interface RelayHooks {
-  /** Whether a person holds the browser now (every agent command is refused). */
+  /** Whether a person holds the browser now. */
   takenOver(): boolean;
+  /**
+   * Copies files of the environment's disk (absolute paths under /home/agent) into the
+   * browser's uploads and returns their paths inside the browser; refuses (throws) otherwise.
+   */
+  uploadFiles?(paths: string[]): Promise<string[]>;
 }
 
-export function relayCdp(client: WebSocket, browserEndpoint: string, contextId: string, hooks: RelayHooks): void {
-  const upstream = new WebSocket(browserEndpoint, { perMessageDeflate: false, maxPayload: 256 * 1024 * 1024 });
-  const targets = new Map<string, TargetInfo>();
-  const sessions = new Set<string>();
-  const attaching = new Set<string>();
-  const pending = new Map<number, (m: Msg) => void>();
-  const queue: string[] = [];
-  let relayId = RELAY_IDS;
-  /** Client createTarget calls: their answer waits until the new page is attached (as real auto-attach does). */
-  const creating = new Set<number>();
-  const attached = new Map<string, Promise<void>>();
+export interface Relay {
+  /** Closes the agent's connection and detaches every session it had (its bindings and scripts end). */
+  close(code?: number, reason?: string): Promise<void>;
+}
+
+type Msg = CdpMessage;
+
+/** Targets a session of ours may have attached under it, when they are of the lease's context. */
+const CHILD_TYPES = new Set(['page', 'iframe', 'worker', 'shared_worker', 'service_worker']);
+const TARGET_SCOPED = new Set(['Target.closeTarget', 'Target.activateTarget', 'Target.getTargetInfo', 'Browser.getWindowForTarget']);
+const STORAGE_COOKIES = new Set(['Storage.getCookies', 'Storage.setCookies', 'Storage.clearCookies']);
+
+export function relayCdp(client: WebSocket, browser: EnvBrowser, contextId: string, hooks: RelayHooks): Relay {
+  const pipe = browser.pipe;
+  /** This connection's browser session; root-level commands of the agent go there. */
+  let root: string | null = null;
+  const waiting: RawData[] = [];
+  /** Adopted sessions → the session that owns them (root, or a page's for its frames and workers). */
+  const sessions = new Map<string, string>();
+  const attaching = new Map<string, Promise<void>>();
   let discover = false;
   let autoAttach = false;
-  let ready = false;
+  let closed = false;
+  let unsubscribe: () => void = () => {};
 
   const toClient = (m: Msg): void => {
     if (client.readyState === WebSocket.OPEN) client.send(JSON.stringify(m));
   };
-  const toUpstream = (m: Msg): void => {
-    const text = JSON.stringify(m);
-    if (ready) upstream.send(text);
-    else queue.push(text);
-  };
-  const call = (method: string, params: Record<string, unknown> = {}): Promise<Msg> =>
-    new Promise((resolve) => {
-      const id = ++relayId;
-      pending.set(id, resolve);
-      toUpstream({ id, method, params });
-    });
   const refuse = (m: Msg, message: string): void => toClient({ id: m.id, sessionId: m.sessionId, error: { code: -32000, message } });
-  const ours = (t: TargetInfo | undefined): boolean => Boolean(t && t.browserContextId === contextId);
+  const ours = (targetId: unknown): TargetInfo | null => {
+    const t = browser.targets.get(String(targetId));
+    return browser.ours(t, contextId) ? t : null;
+  };
+  /** Passes a command on and its answer back, in Chromium's order. */
+  const pass = (m: Msg, method: string, params: Record<string, unknown>, sessionId: string, shape?: (result: unknown) => unknown): void => {
+    pipe.call(method, params, sessionId, (a) => {
+      if (a.error) return toClient({ id: m.id, sessionId: m.sessionId, error: a.error });
+      toClient({ id: m.id, sessionId: m.sessionId, result: shape ? shape(a.result) : a.result });
+    });
+  };
+
+  function adopt(sessionId: string, owner: string): void {
+    sessions.set(sessionId, owner);
+    pipe.claim(sessionId, (m) => fromSession(sessionId, m));
+  }
+
+  /** A session attached under one of ours: adopted when its target is the lease's, else detached unseen. */
+  function attachedUnder(owner: string, m: Msg): boolean {
+    const p = m.params ?? {};
+    const t = p.targetInfo as TargetInfo | undefined;
+    const child = String(p.sessionId);
+    if (t && browser.ours(t, contextId) && CHILD_TYPES.has(t.type)) {
+      adopt(child, owner);
+      return true;
+    }
+    pipe.call('Target.detachFromTarget', { sessionId: child }, owner, () => {});
+    return false;
+  }
+
+  function fromSession(sessionId: string, m: Msg): void {
+    if (closed) return;
+    if (m.method === 'Target.attachedToTarget') {
+      if (attachedUnder(sessionId, m)) toClient(m);
+      return;
+    }
+    if (m.method === 'Target.detachedFromTarget') {
+      const child = String(m.params?.sessionId);
+      if (!sessions.has(child)) return;
+      sessions.delete(child);
+      pipe.release(child);
+      toClient(m);
+      return;
+    }
+    toClient(mayCarrySession(m.method) ? (redactSession(m) as Msg) : m);
+  }
+
+  function fromRootSession(m: Msg): void {
+    if (closed) return;
+    const p = m.params ?? {};
+    if (m.method === 'Target.attachedToTarget') {
+      if (attachedUnder(root!, m)) toClient({ method: m.method, params: { ...p, waitingForDebugger: false } });
+      return;
+    }
+    if (m.method === 'Target.detachedFromTarget') {
+      const s = String(p.sessionId);
+      if (!sessions.has(s)) return;
+      sessions.delete(s);
+      pipe.release(s);
+      toClient({ method: m.method, params: p });
+    }
+    // Anything else on the browser session (other contexts' business) is not the agent's.
+  }
 
   function attach(targetId: string): Promise<void> {
-    const seen = attached.get(targetId);
+    const seen = attaching.get(targetId);
     if (seen) return seen;
-    attaching.add(targetId);
-    const done = call('Target.attachToTarget', { targetId, flatten: true }).then(() => undefined);
-    attached.set(targetId, done);
+    const done = pipe.request('Target.attachToTarget', { targetId, flatten: true }, root!).then(() => undefined);
+    attaching.set(targetId, done);
     return done;
   }
 
-  function fromClient(data: RawData): void {
-    let m: Msg;
-    try {
-      m = JSON.parse(data.toString());
-    } catch {
+  function onTarget(e: 'created' | 'changed' | 'destroyed', t: TargetInfo): void {
+    if (closed || !browser.ours(t, contextId)) return;
+    if (e === 'destroyed') {
+      attaching.delete(t.targetId);
+      if (discover) toClient({ method: 'Target.targetDestroyed', params: { targetId: t.targetId } });
       return;
     }
-    if (typeof m.id !== 'number' || m.id >= RELAY_IDS || typeof m.method !== 'string') return refuse(m, 'not a CDP command');
-    if (hooks.takenOver()) return refuse(m, 'the browser is taken over by a person; commands are refused until it is handed back');
-    if (m.sessionId !== undefined) {
-      if (!sessions.has(m.sessionId)) return refuse(m, 'no such session');
-      return toUpstream(m);
+    if (discover) toClient({ method: e === 'created' ? 'Target.targetCreated' : 'Target.targetInfoChanged', params: { targetInfo: t } });
+    if (e === 'created' && autoAttach && t.type === 'page') void attach(t.targetId);
+  }
+
+  async function sessionCommand(m: Msg, method: string, p: Record<string, any>, sid: string): Promise<void> {
+    const v = sessionMethod(method);
+    if (!v.ok) return refuse(m, v.why);
+    switch (method) {
+      case 'Target.setAutoAttach':
+        return pass(m, method, { ...p, flatten: true }, sid);
+      case 'Page.navigate':
+        if (!urlAllowed(p.url)) return refuse(m, 'this URL scheme is not available to a lease (file:, chrome:, view-source:, devtools: and the like are refused)');
+        return pass(m, method, p, sid);
+      case 'DOM.setFileInputFiles': {
+        const files = Array.isArray(p.files) ? p.files : [];
+        if (!files.every((f: unknown) => typeof f === 'string')) return refuse(m, 'files must be paths');
+        if (!files.length) return pass(m, method, p, sid);
+        if (!hooks.uploadFiles) return refuse(m, 'file uploads take files of the environment\'s disk, and this lease cannot reach it');
+        let inside: string[];
+        try {
+          inside = await hooks.uploadFiles(files as string[]);
+        } catch (err) {
+          return refuse(m, `DOM.setFileInputFiles: ${(err as Error).message}`);
+        }
+        if (closed) return;
+        return pass(m, method, { ...p, files: inside }, sid);
+      }
+      case 'Input.dispatchDragEvent':
+        if (Array.isArray(p.data?.files) && p.data.files.length) return refuse(m, 'dragging files into a page is not available to a lease');
+        return pass(m, method, p, sid);
+      case 'Storage.getCookies':
+      case 'Storage.setCookies':
+      case 'Storage.clearCookies':
+        // Sent on a page's session, Chromium answers for the browser's default context, not the
+        // page's: they go to the connection's browser session, pinned to the lease's context.
+        return pass(m, method, { ...p, browserContextId: contextId }, root!, method === 'Storage.getCookies' ? stripHttpOnly : undefined);
+      default:
+        if (COOKIE_READS.has(method)) return pass(m, method, p, sid, stripHttpOnly);
+        return pass(m, method, p, sid, mayCarrySession(method) ? redactSession : undefined);
     }
-    const p = m.params ?? {};
-    if (PASS.has(m.method)) return toUpstream(m);
-    switch (m.method) {
+  }
+
+  function browserCommand(m: Msg, method: string, p: Record<string, any>): void {
+    const r = root!;
+    switch (method) {
+      case 'Browser.getVersion':
+        return pass(m, method, {}, r);
       case 'Target.getBrowserContexts':
+        // The lease's context is the client's default one.
         return toClient({ id: m.id, result: { browserContextIds: [] } });
       case 'Target.setDiscoverTargets':
         discover = Boolean(p.discover);
         toClient({ id: m.id, result: {} });
-        if (discover) for (const t of targets.values()) toClient({ method: 'Target.targetCreated', params: { targetInfo: t } });
+        if (discover) for (const t of browser.targets.values()) if (browser.ours(t, contextId)) toClient({ method: 'Target.targetCreated', params: { targetInfo: t } });
         return;
       case 'Target.setAutoAttach':
         autoAttach = Boolean(p.autoAttach);
         toClient({ id: m.id, result: {} });
-        if (autoAttach) for (const t of targets.values()) if (t.type === 'page') void attach(t.targetId);
+        if (autoAttach) for (const t of browser.pages(contextId)) void attach(t.targetId);
         return;
       case 'Target.getTargets':
-        return toClient({ id: m.id, result: { targetInfos: [...targets.values()] } });
-      case 'Target.createTarget':
-        creating.add(m.id);
-        return toUpstream({ ...m, params: { ...p, browserContextId: contextId } });
-      case 'Browser.setDownloadBehavior':
-        return toUpstream({ ...m, params: { ...p, browserContextId: contextId } });
+        return toClient({ id: m.id, result: { targetInfos: [...browser.targets.values()].filter((t) => browser.ours(t, contextId)) } });
+      case 'Target.createTarget': {
+        const url = typeof p.url === 'string' ? p.url : 'about:blank';
+        if (!urlAllowed(url)) return refuse(m, 'this URL scheme is not available to a lease (file:, chrome:, view-source:, devtools: and the like are refused)');
+        if (!browser.roomForPage(contextId)) return refuse(m, 'the lease has as many pages open as it may (GATEWAY_BROWSER_PAGES_PER_LEASE)');
+        const params: Record<string, unknown> = { url, browserContextId: contextId };
+        for (const k of ['width', 'height', 'newWindow', 'background']) if (p[k] !== undefined) params[k] = p[k];
+        pipe.call(method, params, r, (a) => {
+          const targetId = (a.result as { targetId?: string } | undefined)?.targetId;
+          // Known at once: an attachToTarget right after the answer must find it (issue 23, item 6).
+          if (targetId) browser.knownPage(targetId, contextId, url);
+          const answer = (): void => toClient(a.error ? { id: m.id, error: a.error } : { id: m.id, result: a.result });
+          if (targetId && autoAttach) void attach(targetId).then(answer);
+          else answer();
+        });
+        return;
+      }
       case 'Target.attachToTarget':
-        if (!ours(targets.get(String(p.targetId)))) return refuse(m, 'no such target');
-        return toUpstream({ ...m, params: { ...p, flatten: true } });
-      case 'Target.detachFromTarget':
-        if (!sessions.has(String(p.sessionId))) return refuse(m, 'no such session');
-        return toUpstream(m);
+        if (!ours(p.targetId)) return refuse(m, 'no such target');
+        return pass(m, method, { targetId: p.targetId, flatten: true }, r);
+      case 'Target.detachFromTarget': {
+        const owner = sessions.get(String(p.sessionId));
+        if (!owner) return refuse(m, 'no such session');
+        return pass(m, method, { sessionId: p.sessionId }, owner);
+      }
+      case 'Browser.setDownloadBehavior':
+        // Answered, never applied: downloads stay refused for the lease (docs/browser.md).
+        return toClient({ id: m.id, result: {} });
+      case 'Storage.getCookies':
+      case 'Storage.setCookies':
+      case 'Storage.clearCookies':
+        return pass(m, method, { ...p, browserContextId: contextId }, r, method === 'Storage.getCookies' ? stripHttpOnly : undefined);
       default:
         // The browser target's own info (no targetId): what a CDP client asks first.
-        if (m.method === 'Target.getTargetInfo' && p.targetId === undefined) return toUpstream(m);
-        if (TARGET_SCOPED.has(m.method)) {
-          if (!ours(targets.get(String(p.targetId)))) return refuse(m, 'no such target');
-          return toUpstream(m);
+        if (method === 'Target.getTargetInfo' && p.targetId === undefined) return pass(m, method, {}, r);
+        if (TARGET_SCOPED.has(method)) {
+          if (!ours(p.targetId)) return refuse(m, 'no such target');
+          return pass(m, method, { ...p, targetId: p.targetId }, r);
         }
-        return refuse(m, `${m.method} is not available through a lease's CDP endpoint`);
+        return refuse(m, `${method} is not available through a lease's CDP endpoint`);
     }
   }
 
-  function fromUpstream(data: RawData): void {
+  function command(data: RawData): void {
     let m: Msg;
     try {
       m = JSON.parse(data.toString());
     } catch {
       return;
     }
-    if (typeof m.id === 'number') {
-      if (m.id > RELAY_IDS) {
-        pending.get(m.id)?.(m);
-        pending.delete(m.id);
-        return;
-      }
-      if (m.sessionId !== undefined && !sessions.has(m.sessionId)) return;
-      if (creating.delete(m.id)) {
-        const targetId = (m.result as { targetId?: string } | undefined)?.targetId;
-        if (targetId && autoAttach) {
-          void attach(targetId).then(() => toClient(m));
-          return;
-        }
-      }
-      return toClient(m);
+    if (!m || typeof m !== 'object' || typeof m.id !== 'number' || typeof m.method !== 'string') {
+      return toClient({ id: typeof m?.id === 'number' ? m.id : undefined, error: { code: -32600, message: 'not a CDP command' } });
     }
+    if (hooks.takenOver()) return refuse(m, 'the browser is taken over by a person; commands are refused until it is handed back');
+    const p = m.params && typeof m.params === 'object' && !Array.isArray(m.params) ? m.params : {};
     if (m.sessionId !== undefined) {
-      if (!sessions.has(m.sessionId)) return;
-      // A child of one of our sessions (an out-of-process iframe, a worker): ours too.
-      if (m.method === 'Target.attachedToTarget' && typeof m.params?.sessionId === 'string') sessions.add(m.params.sessionId);
-      if (m.method === 'Target.detachedFromTarget' && typeof m.params?.sessionId === 'string') sessions.delete(m.params.sessionId);
-      toClient(m);
+      if (typeof m.sessionId !== 'string' || !sessions.has(m.sessionId)) return refuse(m, 'no such session');
+      void sessionCommand(m, m.method, p, m.sessionId);
       return;
     }
-    const p = m.params ?? {};
-    switch (m.method) {
-      case 'Target.targetCreated':
-      case 'Target.targetInfoChanged': {
-        const t = p.targetInfo as TargetInfo;
-        if (!ours(t)) return;
-        targets.set(t.targetId, t);
-        if (discover) toClient(m);
-        if (m.method === 'Target.targetCreated' && autoAttach && t.type === 'page') void attach(t.targetId);
-        return;
-      }
-      case 'Target.targetDestroyed': {
-        const id = String(p.targetId);
-        if (!targets.has(id)) return;
-        targets.delete(id);
-        attaching.delete(id);
-        attached.delete(id);
-        if (discover) toClient(m);
-        return;
-      }
-      case 'Target.attachedToTarget': {
-        const t = p.targetInfo as TargetInfo;
-        if (!ours(t)) return;
-        sessions.add(String(p.sessionId));
-        toClient({ ...m, params: { ...p, waitingForDebugger: false } });
-        return;
-      }
-      case 'Target.detachedFromTarget': {
-        const s = String(p.sessionId);
-        if (!sessions.delete(s)) return;
-        toClient(m);
-        return;
-      }
-      default:
-        return; // another context's, or the browser's own: not the agent's business
-    }
+    if (STORAGE_COOKIES.has(m.method) || m.method.startsWith('Target.') || m.method.startsWith('Browser.')) return browserCommand(m, m.method, p);
+    return refuse(m, `${m.method} is not available through a lease's CDP endpoint`);
   }
 
-  upstream.on('open', () => {
-    ready = true;
-    for (const text of queue.splice(0)) upstream.send(text);
-    // The relay's own view of targets: which are this context's.
-    void call('Target.setDiscoverTargets', { discover: true });
+  client.on('message', (data) => {
+    if (root) command(data);
+    else waiting.push(data);
   });
-  upstream.on('message', fromUpstream);
-  client.on('message', fromClient);
-  const closeBoth = (): void => {
-    if (client.readyState === WebSocket.OPEN || client.readyState === WebSocket.CONNECTING) client.close();
-    if (upstream.readyState === WebSocket.OPEN || upstream.readyState === WebSocket.CONNECTING) upstream.close();
+
+  const close = async (code = 1000, reason = ''): Promise<void> => {
+    if (closed) return;
+    closed = true;
+    unsubscribe();
+    if (client.readyState === WebSocket.OPEN || client.readyState === WebSocket.CONNECTING) client.close(code, reason);
+    // Detach every session this connection had: with them go its bindings, scripts and
+    // subscriptions (issue 23, item 3). Children first, then the browser session itself.
+    const mine = [...sessions.entries()];
+    sessions.clear();
+    for (const [s] of mine) pipe.release(s);
+    await Promise.all(mine.filter(([, owner]) => owner === root).map(([s]) => pipe.request('Target.detachFromTarget', { sessionId: s }, root!)));
+    if (root) {
+      pipe.release(root);
+      await pipe.request('Target.detachFromTarget', { sessionId: root });
+    }
   };
-  upstream.on('close', closeBoth);
-  upstream.on('error', closeBoth);
-  client.on('close', closeBoth);
-  client.on('error', closeBoth);
+  client.on('close', () => void close());
+  client.on('error', () => void close());
+  pipe.onClose(() => void close(1011, 'the browser ended'));
+
+  void pipe.request('Target.attachToBrowserTarget').then((a) => {
+    const sid = (a.result as { sessionId?: string } | undefined)?.sessionId;
+    if (!sid) return void close(1011, 'the browser could not be reached');
+    if (closed) {
+      void pipe.request('Target.detachFromTarget', { sessionId: sid });
+      return;
+    }
+    root = sid;
+    pipe.claim(sid, fromRootSession);
+    unsubscribe = browser.subscribe(onTarget);
+    for (const d of waiting.splice(0)) command(d);
+  });
+
+  return { close };
 }

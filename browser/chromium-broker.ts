@@ -1,202 +1,163 @@
-import { spawn, type ChildProcess } from 'node:child_process';
 import { createHash, createPublicKey } from 'node:crypto';
-import { existsSync, mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { createInterface } from 'node:readline';
-import { chromium, type Browser, type BrowserContext } from 'playwright-core';
+import type { Socket } from 'node:net';
 import type { Logger } from '../lib/log.js';
 import type { BrowserBroker, OpenLease, StorageState } from './broker.js';
+import { sandboxUnavailable, startBrowserSandbox } from './browser-sandbox.js';
+import { EnvBrowser } from './env-browser.js';
 
 /**
- * The browser broker on real Chromium (Debian's `chromium`, driven with playwright-core;
- * issue 14, item 3): one shared browser, launched on first use, and one fresh browser
- * context per lease (measured: a context ~65 MiB PSS and ~70 ms, a browser ~160 MiB and
- * ~300 ms). Nothing of one lease is visible to another: contexts share no cookies, storage
- * or cache.
+ * The browser broker on real Chromium (Debian's `chromium`; issue 14, reworked by issue 23):
+ * **one sandboxed browser process per environment** (browser-sandbox.ts), started with the
+ * environment's first lease and kept warm a minute after its last one, and one fresh
+ * browser context per lease. Two environments never share a browser, so a renderer exploit
+ * meets nothing of another end user; the leases of one environment (one agent) share one.
  *
  * The gateway intercepts TLS with leaves that all share one key; Chromium is told to trust
- * exactly that key (`--ignore-certificate-errors-spki-list`), and every context goes
- * through the gateway proxy, so nothing else is trusted that way.
+ * exactly that key (`--ignore-certificate-errors-spki-list`), and its only way out is the
+ * gateway, so nothing else is trusted that way.
  */
 export interface ChromiumBrokerOptions {
   executablePath: string;
   /** The gateway's shared leaf key (PEM): its SPKI hash is the one Chromium trusts. */
   leafKeyPem: string;
   log: Logger;
+  /** Pages (tabs, popups) one lease may have open at once. */
+  pagesPerLease: number;
+  /** The cgroup.procs files an environment's browser joins (its environment's cgroup), created with the environment's limits if needed. */
+  cgroupFor?(environmentId: string): Promise<string[]>;
+  /** The environment's browser ended: its cgroup directory may go. */
+  cgroupDone?(environmentId: string): void;
+  /** A connection on an environment's browser proxy socket: the gateway serves it as that environment. */
+  proxyConnection(environmentId: string, socket: Socket): void;
+  /** How long a browser without leases is kept for the next lease (ms). */
+  keepWarmMs?: number;
 }
 
-const FLAGS = [
-  '--no-sandbox', '--disable-gpu', '--disable-dev-shm-usage', '--disable-quic', '--no-first-run',
-  '--disable-background-networking', '--disable-component-update', '--disable-sync', '--disable-default-apps',
-  '--disable-features=Translate,MediaRouter,OptimizationHints,AutofillServerCommunication',
-  '--metrics-recording-only', '--password-store=basic', '--use-mock-keychain',
-];
-
 export class ChromiumBroker implements BrowserBroker {
-  #browser: Browser | null = null;
-  #proc: ChildProcess | null = null;
-  /** The browser's own CDP endpoint (ws://127.0.0.1:<port>/devtools/browser/<id>): the lease relays connect to it, never the agent. */
-  #wsEndpoint: string | null = null;
-  #starting: Promise<Browser> | null = null;
-  readonly #contexts = new Map<string, BrowserContext>();
-  readonly #contextIds = new Map<string, string>();
-  #opening: Promise<void> = Promise.resolve();
-  #browserCdp: import('playwright-core').CDPSession | null = null;
   readonly #spki: string;
+  /** Environments' browsers being started, then running (a settled start is moved to #running). */
+  readonly #starting = new Map<string, Promise<EnvBrowser>>();
+  readonly #running = new Map<string, EnvBrowser>();
+  readonly #leaseEnv = new Map<string, string>();
+  readonly #unavailable: string | null;
+  readonly #sweep: NodeJS.Timeout;
+  #closed = false;
 
   constructor(private readonly opts: ChromiumBrokerOptions) {
     const der = createPublicKey(opts.leafKeyPem).export({ type: 'spki', format: 'der' });
     this.#spki = createHash('sha256').update(der).digest('base64');
+    this.#unavailable = sandboxUnavailable();
+    if (this.#unavailable) opts.log.warn({ reason: this.#unavailable }, 'browser leases cannot start: the browser sandbox is not available on this machine');
+    this.#sweep = setInterval(() => void this.#stopIdle(), 5_000);
+    this.#sweep.unref();
   }
 
   up(): boolean {
-    return this.#browser?.isConnected() ?? false;
+    return !this.#unavailable && !this.#closed;
   }
 
-  async #ensure(): Promise<Browser> {
-    if (this.#browser?.isConnected()) return this.#browser;
-    this.#starting ??= this.#launch().finally(() => {
-      this.#starting = null;
+  /** The environment's browser, started if it is not running. */
+  async #browser(environmentId: string): Promise<EnvBrowser> {
+    const running = this.#running.get(environmentId);
+    if (running?.alive) return running;
+    if (running) this.#running.delete(environmentId);
+    const pending = this.#starting.get(environmentId);
+    if (pending) return pending;
+    const starting = this.#start(environmentId).then((b) => {
+      if (this.#closed) {
+        void b.stop();
+        throw new Error('the broker is shut down');
+      }
+      this.#running.set(environmentId, b);
+      return b;
+    }).finally(() => {
+      this.#starting.delete(environmentId);
     });
-    return this.#starting;
+    this.#starting.set(environmentId, starting);
+    return starting;
   }
 
-  /**
-   * Chromium is started here (not by playwright's launch) so that it serves CDP on a
-   * loopback port: the broker drives it through that endpoint, and each lease's relay
-   * (cdp-relay.ts) opens its own connection to it, filtered to the lease's context.
-   */
-  async #launch(): Promise<Browser> {
-    const dir = mkdtempSync(join(tmpdir(), 'gw-chromium-'));
-    // setpriv --pdeathsig: Chromium dies with this process even on SIGKILL (it would
-    // otherwise outlive a crashed service, holding its port and memory).
-    const args = [
-      ...FLAGS, `--ignore-certificate-errors-spki-list=${this.#spki}`,
-      '--headless=new', '--remote-debugging-address=127.0.0.1', '--remote-debugging-port=0', `--user-data-dir=${dir}`,
-      '--proxy-server=http://per-context', 'about:blank',
-    ];
-    const viaSetpriv = existsSync('/usr/bin/setpriv');
-    const proc = spawn(viaSetpriv ? '/usr/bin/setpriv' : this.opts.executablePath, viaSetpriv ? ['--pdeathsig', 'SIGKILL', '--', this.opts.executablePath, ...args] : args, { stdio: ['ignore', 'ignore', 'pipe'] });
-    const ws = await new Promise<string>((resolve, reject) => {
-      const timer = setTimeout(() => reject(new Error('Chromium did not start within 30 s')), 30_000);
-      const lines = createInterface({ input: proc.stderr! });
-      lines.on('line', (line) => {
-        const m = /DevTools listening on (ws:\/\/\S+)/.exec(line);
-        if (m) {
-          clearTimeout(timer);
-          resolve(m[1]!);
-        }
-      });
-      proc.once('exit', (code) => {
-        clearTimeout(timer);
-        reject(new Error(`Chromium exited at start (${code})`));
-      });
-      proc.once('error', (err) => {
-        clearTimeout(timer);
-        reject(err);
-      });
+  async #start(environmentId: string): Promise<EnvBrowser> {
+    if (this.#unavailable) throw new Error(this.#unavailable);
+    const t0 = performance.now();
+    const cgroupProcs = (await this.opts.cgroupFor?.(environmentId)) ?? [];
+    const sandbox = await startBrowserSandbox({
+      executablePath: this.opts.executablePath, environmentId, spki: this.#spki, cgroupProcs,
+      onProxyConnection: (s) => this.opts.proxyConnection(environmentId, s),
     });
-    proc.stderr!.resume();
-    const b = await chromium.connectOverCDP(ws);
-    this.#proc = proc;
-    this.#wsEndpoint = ws;
-    this.#browser = b;
-    b.on('disconnected', () => {
-      this.#browser = null;
-      this.#browserCdp = null;
-      this.#wsEndpoint = null;
-      this.#contexts.clear();
+    const b = await EnvBrowser.start(sandbox, environmentId, this.opts.pagesPerLease).catch(async (err) => {
+      await sandbox.kill();
+      throw err;
     });
-    proc.once('exit', () => {
-      if (this.#proc === proc) this.#proc = null;
-      // Its helper processes may still be writing: retried, never thrown (a leftover temp dir is harmless).
-      try {
-        rmSync(dir, { recursive: true, force: true, maxRetries: 5, retryDelay: 50 });
-      } catch { /* left for the OS's temp cleanup */ }
+    void sandbox.exited.then(() => {
+      const open = [...this.#leaseEnv].filter(([, env]) => env === environmentId).map(([lease]) => lease);
+      if (open.length && !this.#closed) {
+        this.opts.log.warn({ lease_ids: open, environment_id: environmentId, code: sandbox.proc.exitCode, signal: sandbox.proc.signalCode, stderr: sandbox.stderrTail() }, 'the environment\'s browser ended with leases open (its memory limit, or a crash)');
+      }
+      this.opts.cgroupDone?.(environmentId);
     });
+    this.opts.log.debug({ environment_id: environmentId, ms: Math.round(performance.now() - t0) }, 'environment browser started');
     return b;
   }
 
-  /** The browser's CDP endpoint, for the lease relays (null while it is not running). */
-  endpoint(): string | null {
-    return this.#browser?.isConnected() ? this.#wsEndpoint : null;
+  async #stopIdle(): Promise<void> {
+    const keep = this.opts.keepWarmMs ?? 60_000;
+    for (const [env, b] of this.#running) {
+      if (!b.alive || Date.now() - b.idleSinceMs > keep) {
+        this.#running.delete(env);
+        await b.stop();
+      }
+    }
   }
 
-  /** The CDP id of a lease's browser context (what the relay limits the agent to). */
-  contextId(leaseId: string): string | null {
-    return this.#contextIds.get(leaseId) ?? null;
-  }
-
-  /**
-   * A fresh context for the lease, with no page yet (a page is a renderer process, ~120 ms
-   * here; a context ~10 ms): the agent opens its pages, and a takeover opens one if there
-   * is none. Its CDP id (what the relay limits the agent to) is the one context id that was
-   * not there before: opens are serialized for that.
-   */
+  /** Opens the lease's context in its environment's browser. */
   async open(lease: OpenLease): Promise<void> {
-    const browser = await this.#ensure();
-    const run = this.#opening.then(async () => {
-      const cdp = (this.#browserCdp ??= await browser.newBrowserCDPSession());
-      const before = new Set(((await cdp.send('Target.getBrowserContexts')) as { browserContextIds: string[] }).browserContextIds);
-      const context = await browser.newContext({
-        proxy: lease.proxy,
-        storageState: (lease.storageState ?? undefined) as never,
-        acceptDownloads: false,
-        serviceWorkers: 'block',
-      });
-      const after = ((await cdp.send('Target.getBrowserContexts')) as { browserContextIds: string[] }).browserContextIds.filter((id) => !before.has(id));
-      this.#contexts.set(lease.id, context);
-      if (after.length === 1) this.#contextIds.set(lease.id, after[0]!);
-    });
-    this.#opening = run.catch(() => {});
-    await run;
+    const b = await this.#browser(lease.environmentId);
+    await b.openContext(lease.id, lease.storageState);
+    this.#leaseEnv.set(lease.id, lease.environmentId);
   }
 
-  /** The page a takeover shows: the lease's last page, or a new blank one. */
+  browserOf(leaseId: string): { browser: EnvBrowser; contextId: string } | null {
+    const env = this.#leaseEnv.get(leaseId);
+    const b = env ? this.#running.get(env) : undefined;
+    const contextId = b?.alive ? b.contextOf(leaseId) : null;
+    return b && contextId ? { browser: b, contextId } : null;
+  }
+
+  async #of(leaseId: string): Promise<EnvBrowser> {
+    const found = this.browserOf(leaseId);
+    if (!found) throw new Error('no such lease context');
+    return found.browser;
+  }
+
   async ensurePage(leaseId: string): Promise<void> {
-    const c = this.#contexts.get(leaseId);
-    if (c && c.pages().length === 0) await c.newPage();
+    await (await this.#of(leaseId)).ensurePage(leaseId);
   }
 
-  /** The lease's page a person sees in the viewer: the last one opened that is still open. */
-  page(leaseId: string): import('playwright-core').Page | undefined {
-    const pages = this.#contexts.get(leaseId)?.pages() ?? [];
-    return pages[pages.length - 1];
-  }
-
-  context(leaseId: string): BrowserContext | undefined {
-    return this.#contexts.get(leaseId);
+  async prepareForPerson(leaseId: string): Promise<void> {
+    await (await this.#of(leaseId)).reloadForPerson(leaseId);
   }
 
   async exportState(leaseId: string): Promise<StorageState> {
-    const c = this.#contexts.get(leaseId);
-    if (!c) throw new Error('no such lease context');
-    return (await c.storageState()) as StorageState;
+    return (await this.#of(leaseId)).exportState(leaseId);
   }
 
   async close(leaseId: string): Promise<void> {
-    const c = this.#contexts.get(leaseId);
-    this.#contexts.delete(leaseId);
-    this.#contextIds.delete(leaseId);
-    await c?.close().catch(() => {});
+    const b = await this.#of(leaseId).catch(() => null);
+    this.#leaseEnv.delete(leaseId);
+    await b?.closeContext(leaseId).catch(() => {});
   }
 
   has(leaseId: string): boolean {
-    return this.#contexts.has(leaseId);
+    return this.browserOf(leaseId) !== null;
   }
 
   async shutdown(): Promise<void> {
-    const b = this.#browser ?? (this.#starting ? await this.#starting.catch(() => null) : null);
-    this.#browser = null;
-    this.#browserCdp = null;
-    this.#contexts.clear();
-    this.#contextIds.clear();
-    await b?.close().catch(() => {});
-    const proc = this.#proc;
-    if (proc && proc.exitCode === null) {
-      proc.kill('SIGKILL');
-      await new Promise((r) => proc.once('exit', r));
-    }
+    this.#closed = true;
+    clearInterval(this.#sweep);
+    const all = [...this.#running.values(), ...(await Promise.all([...this.#starting.values()].map((p) => p.catch(() => null))))];
+    this.#running.clear();
+    this.#leaseEnv.clear();
+    await Promise.all(all.map((b) => b?.stop()));
   }
 }

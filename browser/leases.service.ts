@@ -82,8 +82,6 @@ export interface LeasesDeps {
   log: Logger;
   broker: BrowserBroker;
   limits: { perDeveloper: number; perEndUser: number };
-  /** The gateway proxy with the environment's credentials: the browser is that agent's. */
-  proxyFor(environmentId: string): { server: string; username: string; password: string };
   /** The lease's CDP URL (with its token). */
   cdpUrl?: (leaseId: string) => string | null;
   /** A lease ended (released, expired): its agent connections are closed. */
@@ -94,6 +92,8 @@ export interface LeasesDeps {
   environmentOnHost?: (environmentId: string) => Promise<boolean>;
   /** A person handed the browser back (API, button or `{done: true}`): viewers are closed. */
   onHandback?: (leaseId: string) => void;
+  /** A person takes the browser: the agent's CDP connections to the lease are closed and their sessions detached (before the pages are reloaded). */
+  onTakeover?: (leaseId: string) => Promise<void>;
 }
 
 export const VIEW_URL_MS = 10 * 60_000;
@@ -158,7 +158,7 @@ export function createLeasesService(deps: LeasesDeps) {
     // The context: the profile's state (read and write), or nothing (clean).
     try {
       const storageState = profile?.state_enc ? (JSON.parse(keyring.decryptString(profile.state_enc, stateContext(profile.id))) as StorageState) : null;
-      await broker.open({ id: row.id, storageState, proxy: deps.proxyFor(row.environment_id) });
+      await broker.open({ id: row.id, environmentId: row.environment_id, storageState });
     } catch (err) {
       log.error({ err, lease_id: row.id }, 'browser context could not be opened');
       await db('browser_leases').where({ id: row.id }).update({ state: 'released', write_lock: null, released_at: clock.nowMs(), updated_at: clock.nowMs() });
@@ -318,7 +318,7 @@ export function createLeasesService(deps: LeasesDeps) {
     if (pre.state !== 'active' || Number(pre.expires_at) <= now) throw notActive();
     await requireHost(pre.environment_id);
     const token = randomBytes(32).toString('base64url');
-    await withTx(db, async (trx) => {
+    const already = await withTx(db, async (trx) => {
       const r = await lockLease(trx, developerId, id);
       if (!r) throw notFound();
       if (r.state !== 'active' || Number(r.expires_at) <= now) throw notActive();
@@ -326,8 +326,16 @@ export function createLeasesService(deps: LeasesDeps) {
       await broker.ensurePage(id);
       await trx('browser_leases').where({ id }).update({ taken_over: true, updated_at: now });
       await trx('browser_view_tokens').insert({ token_hash: sha256(token), lease_id: id, expires_at: now + VIEW_URL_MS, used_at: null, invalidated_at: null, created_at: now });
+      return Boolean(r.taken_over);
     });
     takenOver.add(id);
+    if (!already) {
+      // The person gets a browser the agent cannot watch (issue 23, item 3): the agent's
+      // connections and sessions end (with them its bindings, scripts and subscriptions), then
+      // every page of the lease is loaded afresh, so nothing the agent put in a page remains.
+      await deps.onTakeover?.(id);
+      await broker.prepareForPerson(id).catch((err) => log.warn({ err, lease_id: id }, 'the lease\'s pages could not be reloaded for the person'));
+    }
     return { view_url: `${deps.baseUrl()}/v1/browser/view/${token}`, expires_at: iso(now + VIEW_URL_MS) };
   }
 

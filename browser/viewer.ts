@@ -1,13 +1,16 @@
 import { randomBytes } from 'node:crypto';
-import type { CDPSession, Page } from 'playwright-core';
 import type { WebSocket } from 'ws';
+import type { EnvBrowser } from './env-browser.js';
 
 /**
  * The takeover viewer (service.md, Viewer rules; issue 14, item 4): an HTML page served
  * without an API key (the one-time token in its URL is the credential) and its WebSocket,
  * which relays JSON text both ways:
  *
- * - to the person: `{type: "frame", data: <base64 JPEG>, width, height}` from CDP
+ * - to the person: `{type: "location", url, origin}` whenever the page's address changes (the
+ *   viewer shows it above the page, outside its pixels, so a page the agent drew cannot pass
+ *   for a real sign-in page; issue 23, item 3), and
+ *   `{type: "frame", data: <base64 JPEG>, width, height}` from CDP
  *   `Page.startScreencast`; each frame is acknowledged (`Page.screencastFrameAck`) only
  *   when the page says it drew it (`{type: "ack"}`), so a slow viewer slows the stream
  *   instead of queueing frames;
@@ -24,11 +27,14 @@ export function viewerPage(nonce: string): string {
   body { margin: 0; font: 14px system-ui, sans-serif; background: #111; color: #eee; }
   header { display: flex; gap: 12px; align-items: center; padding: 8px 12px; background: #222; }
   header .status { flex: 1; }
+  #where { display: block; padding: 6px 12px; background: #000; font: 13px ui-monospace, monospace; color: #9cf; white-space: nowrap; overflow: hidden; text-overflow: ellipsis; }
+  #where b { color: #fff; }
   button { font: inherit; padding: 6px 14px; border-radius: 6px; border: 0; background: #3a7; color: #fff; cursor: pointer; }
   #screen { display: block; max-width: 100%; margin: 0 auto; cursor: crosshair; outline: none; }
 </style></head>
 <body>
 <header><span class="status" id="status">Connecting…</span><button id="done" type="button">Hand back</button></header>
+<div id="where" title="The address of the page you are looking at">Address: <b id="origin"></b><span id="rest"></span></div>
 <img id="screen" alt="The agent's browser" tabindex="0">
 <script nonce="${nonce}">
 (() => {
@@ -45,6 +51,12 @@ export function viewerPage(nonce: string): string {
   ws.onclose = () => { status.textContent = 'Disconnected: the browser was handed back or the link expired.'; };
   ws.onmessage = (ev) => {
     const m = JSON.parse(ev.data);
+    if (m.type === 'location' && typeof m.url === 'string') {
+      const origin = typeof m.origin === 'string' ? m.origin : '';
+      document.getElementById('origin').textContent = origin || m.url;
+      document.getElementById('rest').textContent = origin && m.url.startsWith(origin) ? m.url.slice(origin.length) : '';
+      document.getElementById('where').title = m.url;
+    }
     if (m.type === 'frame') {
       size = { width: m.width, height: m.height };
       screen.onload = () => send({ type: 'ack' });
@@ -89,16 +101,36 @@ export function newNonce(): string {
 
 const MOUSE: Record<string, string> = { down: 'mousePressed', up: 'mouseReleased', move: 'mouseMoved' };
 
-/** Relays one viewer: the page's screencast out, the person's input in; `onDone` hands back. */
-export async function relayViewer(ws: WebSocket, page: Page, onDone: () => void): Promise<void> {
-  const session: CDPSession = await page.context().newCDPSession(page);
+function location(url: string): { type: 'location'; url: string; origin: string } {
+  let origin = '';
+  try {
+    const u = new URL(url);
+    origin = u.origin === 'null' ? `${u.protocol}` : u.origin;
+  } catch { /* shown as it is */ }
+  return { type: 'location', url: url.slice(0, 4096), origin };
+}
+
+/** Relays one viewer: the page's screencast and address out, the person's input in; `onDone` hands back. */
+export async function relayViewer(ws: WebSocket, browser: EnvBrowser, targetId: string, onDone: () => void): Promise<void> {
+  const session = await browser.attach(targetId);
   let closed = false;
+  const show = (url: string | undefined): void => {
+    if (!closed && typeof url === 'string') ws.send(JSON.stringify(location(url)));
+  };
+  show(browser.targets.get(targetId)?.url);
+  const unsubscribe = browser.subscribe((e, t) => {
+    if (e !== 'destroyed' && t.targetId === targetId) show(t.url);
+  });
+  session.on('Page.frameNavigated', (p: { frame: { parentId?: string; url: string; urlFragment?: string } }) => {
+    if (!p.frame.parentId) show(p.frame.url + (p.frame.urlFragment ?? ''));
+  });
   session.on('Page.screencastFrame', (f: { data: string; sessionId: number; metadata: { deviceWidth: number; deviceHeight: number } }) => {
     if (closed) return;
     pendingAck = f.sessionId;
     ws.send(JSON.stringify({ type: 'frame', data: f.data, width: Math.round(f.metadata.deviceWidth), height: Math.round(f.metadata.deviceHeight) }));
   });
   let pendingAck: number | null = null;
+  await session.send('Page.enable');
   await session.send('Page.startScreencast', { format: 'jpeg', quality: 70, maxWidth: 1600, maxHeight: 1200, everyNthFrame: 1 });
   ws.on('message', (raw) => {
     let m: any;
@@ -111,7 +143,7 @@ export async function relayViewer(ws: WebSocket, page: Page, onDone: () => void)
     if (m.done === true) return onDone();
     const num = (v: unknown): number => (typeof v === 'number' && Number.isFinite(v) ? v : 0);
     const send = (method: string, params: Record<string, unknown>): void => {
-      void session.send(method as never, params as never).catch(() => {});
+      void session.send(method, params).catch(() => {});
     };
     switch (m.type) {
       case 'ack':
@@ -137,6 +169,7 @@ export async function relayViewer(ws: WebSocket, page: Page, onDone: () => void)
   });
   ws.on('close', () => {
     closed = true;
+    unsubscribe();
     void session.send('Page.stopScreencast').catch(() => {}).finally(() => session.detach().catch(() => {}));
   });
 }

@@ -71,9 +71,22 @@ function proxyTarget(req: IncomingMessage): Target | null {
 /** ALPN offer of every terminated tunnel, in wire format once (TLSSocket would convert an array per socket). */
 const ALPN_HTTP1 = Buffer.from([8, ...Buffer.from('http/1.1')]);
 
-export async function startGatewayProxy(opts: GatewayProxyOptions): Promise<{ port: number; close(): Promise<void> }> {
+export interface GatewayProxyServer {
+  port: number;
+  /**
+   * Serves a connection that arrived some other way than the proxy port, as the environment
+   * `authorization` names (`Basic base64(<id>:<password>)`): an environment's browser, whose
+   * proxy socket the broker serves (issue 23, item 1), so no password lives in the browser.
+   */
+  accept(socket: Duplex, authorization: string): void;
+  close(): Promise<void>;
+}
+
+export async function startGatewayProxy(opts: GatewayProxyOptions): Promise<GatewayProxyServer> {
   const { log } = opts;
   const tunnels = new WeakMap<Duplex, Tunnel>();
+  /** Connections handed in by accept(): their identity, whatever headers they send. */
+  const preauth = new WeakMap<object, string>();
   const mitm = new MitmProxy();
 
   async function identify(header: string | undefined): Promise<Identity | null> {
@@ -281,7 +294,7 @@ export async function startGatewayProxy(opts: GatewayProxyOptions): Promise<{ po
   mitm.onConnect((req, socket, head) => {
     // The library's own CONNECT handling is never used (its callback is not called). Only
     // the two header values are passed on, so the request can be collected (see terminateTls).
-    acceptConnect(socket as Socket, head, req.headers['proxy-authorization'], req.url).catch((err) => {
+    acceptConnect(socket as Socket, head, preauth.get(socket) ?? req.headers['proxy-authorization'], req.url).catch((err) => {
       log.error({ err }, 'CONNECT handling failed');
       socket.destroy();
     });
@@ -294,7 +307,7 @@ export async function startGatewayProxy(opts: GatewayProxyOptions): Promise<{ po
     void (async () => {
       let identity: Identity | null;
       try {
-        identity = await identify(req.headers['proxy-authorization']);
+        identity = await identify(preauth.get(req.socket) ?? req.headers['proxy-authorization']);
       } catch (err) {
         log.error({ err }, 'proxy authentication failed: failing closed');
         sendRefusal(req, res, STORE_DOWN);
@@ -338,7 +351,7 @@ export async function startGatewayProxy(opts: GatewayProxyOptions): Promise<{ po
   // without our egress guard) is detached.
   server.removeAllListeners('upgrade');
   server.on('upgrade', (req: IncomingMessage, socket: Duplex, head: Buffer) => {
-    void identify(req.headers['proxy-authorization']).then(
+    void identify(preauth.get(req.socket) ?? req.headers['proxy-authorization']).then(
       (identity) => {
         if (!identity) return refuseSocket(socket, refusal('proxy_auth_required', 'send Proxy-Authorization: Basic base64(<environment id>:<password>)'));
         const target = proxyTarget(req);
@@ -355,6 +368,10 @@ export async function startGatewayProxy(opts: GatewayProxyOptions): Promise<{ po
 
   return {
     port,
+    accept(socket, authorization) {
+      preauth.set(socket, authorization);
+      server.emit('connection', socket);
+    },
     async close() {
       mitm.close();
       tunnelServer.close();

@@ -1,10 +1,12 @@
 /**
- * The browser pool (issue 14, item 6): lease create → active with a warm browser (p50/p99),
- * memory per active lease (PSS of the Chromium process tree, before and after opening
- * leases, divided by their number), viewer frames per second of an animating page with a
- * viewer that acknowledges each frame at once. Printed next to the targets, never asserted.
+ * The browser pool (issue 14, item 6; issue 23, item 1): lease create → active with a warm
+ * browser (p50/p99), the first lease of an environment (its browser starts: since issue 23
+ * each environment has a sandboxed browser of its own), memory per active lease (PSS of the
+ * Chromium process trees, before and after opening leases, divided by their number), memory
+ * per environment's browser, viewer frames per second of an animating page with a viewer that
+ * acknowledges each frame at once. Printed next to the targets, never asserted.
  *
- *   npx tsx bench/browser/browser.bench.ts          # BENCH_N=30 leases, BENCH_FPS_SECS=3
+ *   npx tsx bench/browser/browser.bench.ts          # BENCH_N=30 leases, BENCH_ENVS=5, BENCH_FPS_SECS=3
  */
 import { mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -15,9 +17,11 @@ import { loadConfig } from '../../config/config.js';
 import { silentLogger } from '../../lib/log.js';
 import { startService } from '../../bin/service.js';
 import { startFakeUpstream } from '../../test/helpers/upstream.js';
+import { RawCdp } from '../../test/helpers/cdp-client.js';
 
 const N = Number(process.env.BENCH_N ?? 30);
 const FPS_SECS = Number(process.env.BENCH_FPS_SECS ?? 3);
+const ENVS = Number(process.env.BENCH_ENVS ?? 5);
 
 function pct(xs: number[], p: number): number {
   const s = [...xs].sort((a, b) => a - b);
@@ -56,13 +60,13 @@ const api = async (method: string, path: string, body?: unknown): Promise<any> =
   return r.json();
 };
 
-const env = await api('POST', '/v1/environments', { end_user_id: 'bench', egress_allow: ['app.example.com'], resources: { cpus: 1, memory_mib: 512 } });
+const env = await api('POST', '/v1/environments', { end_user_id: 'bench', egress_allow: ['app.example.com'], resources: { cpus: 2, memory_mib: 16384, disk_gib: 1 } });
 // Takeover needs the environment on a host (service.md): wait until it runs.
 for (let i = 0; i < 500 && (await api('GET', `/v1/environments/${env.id}`)).state !== 'running'; i++) await new Promise((r) => setTimeout(r, 20));
 // Warm: the browser starts with the first lease.
 const t0 = performance.now();
 const first = await api('POST', '/v1/browser/leases', { environment_id: env.id });
-const coldMs = performance.now() - t0;
+const coldFirstMs = performance.now() - t0;
 await api('POST', `/v1/browser/leases/${first.id}/release`);
 await new Promise((r) => setTimeout(r, 500));
 const baseKb = chromiumPssKb();
@@ -78,15 +82,41 @@ for (let i = 0; i < N; i++) {
 }
 await new Promise((r) => setTimeout(r, 1000));
 const perLeaseMiB = (chromiumPssKb() - baseKb) / N / 1024;
-// With one page each (what an agent's first newPage() adds: a renderer process).
-for (const id of ids) await svc.browserBroker.context(id)!.newPage();
+// With one page each (what an agent's first newPage() adds: a renderer process), opened over
+// each lease's own CDP endpoint, as an agent does.
+const agents: RawCdp[] = [];
+const firstPages: Array<{ sessionId: string }> = [];
+for (const id of ids) {
+  const l = await api('GET', `/v1/browser/leases/${id}`);
+  const c = await RawCdp.connect(l.cdp_url);
+  agents.push(c);
+  firstPages.push(await c.newPage());
+}
 await new Promise((r) => setTimeout(r, 1000));
 const perLeasePageMiB = (chromiumPssKb() - baseKb) / N / 1024;
 
+// Environments: each has a browser of its own. The first lease of each starts it (cold), and
+// the memory of a browser with one lease and one page is what an environment's browser costs.
+const envKbBefore = chromiumPssKb();
+const coldMs: number[] = [];
+const envLeases: string[] = [];
+for (let i = 0; i < ENVS; i++) {
+  const e = await api('POST', '/v1/environments', { end_user_id: `bench-env-${i}`, egress_allow: ['app.example.com'], resources: { cpus: 1, memory_mib: 1024, disk_gib: 1 } });
+  const s0 = performance.now();
+  const l = await api('POST', '/v1/browser/leases', { environment_id: e.id });
+  coldMs.push(performance.now() - s0);
+  envLeases.push(l.id);
+  const c = await RawCdp.connect(l.cdp_url);
+  agents.push(c);
+  await c.newPage();
+}
+await new Promise((r) => setTimeout(r, 1000));
+const perEnvMiB = (chromiumPssKb() - envKbBefore) / ENVS / 1024;
+
 // Viewer fps: one lease on the animating page, taken over, a viewer that acks at once.
-const page = await svc.browserBroker.context(ids[0]!)!.newPage();
-await page.setViewportSize({ width: 800, height: 600 });
-await page.goto('https://app.example.com/anim');
+const page = firstPages[0]!;
+await agents[0]!.ok('Emulation.setDeviceMetricsOverride', { width: 800, height: 600, deviceScaleFactor: 1, mobile: false }, page.sessionId);
+await agents[0]!.navigate(page.sessionId, 'https://app.example.com/anim');
 const take = await api('POST', `/v1/browser/leases/${ids[0]}/takeover`);
 const ws = new WebSocket(`${take.view_url.replace(/^http/, 'ws')}/ws`);
 let frames = 0;
@@ -109,13 +139,15 @@ const fps = frames / ((performance.now() - fpsStart) / 1000);
 ws.close();
 
 console.log(`\nBrowser pool (Chromium ${svc.browserBroker.up() ? 'up' : 'down'}), ${N} leases, SQLite\n`);
-console.log(`  first lease (cold browser start)   ${coldMs.toFixed(0)} ms`);
+console.log(`  first lease (cold browser start)   ${coldFirstMs.toFixed(0)} ms; first lease of each new environment p50 ${pct(coldMs, 50).toFixed(0)} ms (its browser starts)`);
 console.log(`  lease create → active (warm)       p50 ${pct(lat, 50).toFixed(1)} ms   p99 ${pct(lat, 99).toFixed(1)} ms    target p50 < 150 ms`);
 console.log(`  memory per active lease (PSS)      ${perLeaseMiB.toFixed(1)} MiB without a page, ${perLeasePageMiB.toFixed(1)} MiB with one about:blank page`);
+console.log(`  memory per environment's browser   ${perEnvMiB.toFixed(1)} MiB (its browser, one lease, one page; ${ENVS} environments)`);
 console.log(`  viewer                             ${fps.toFixed(1)} frames/s, ${(bytes / Math.max(1, frames) / 1024).toFixed(0)} KiB/frame (base64)    target >= 15 fps\n`);
 
-for (const id of ids) await api('POST', `/v1/browser/leases/${id}/handback`).catch(() => {});
-for (const id of ids) await api('POST', `/v1/browser/leases/${id}/release`);
+for (const a of agents) a.close();
+for (const id of [...ids, ...envLeases]) await api('POST', `/v1/browser/leases/${id}/handback`).catch(() => {});
+for (const id of [...ids, ...envLeases]) await api('POST', `/v1/browser/leases/${id}/release`);
 await svc.close();
 await up.close();
 rmSync(dir, { recursive: true, force: true });

@@ -99,17 +99,30 @@ describe('browser takeover: the viewer in a second Chromium', function () {
       const img = document.getElementById('screen') as HTMLImageElement;
       return { w: img.naturalWidth, h: img.naturalHeight };
     });
-    // The button's centre in page CSS pixels is (200, 120) of an 800x600 viewport.
-    await viewer.mouse.click(box.x + (200 / 800) * box.width, box.y + (120 / 600) * box.height);
-    const leased = t.svc.browserBroker.page(lease.id)!;
-    await leased.waitForFunction(() => document.title === 'clicked by a person', null, { timeout: 10_000 });
+    // The button's centre in page CSS pixels is (200, 120). The agent's 800x600 viewport ended
+    // with its session at takeover: the frame's own size maps the click.
+    await viewer.mouse.click(box.x + (200 / frame.w) * box.width, box.y + (120 / frame.h) * box.height);
+    // The leased page's title, read by a session of the broker's own.
+    const found = t.svc.browserBroker.browserOf(lease.id)!;
+    const probe = await found.browser.attach(found.browser.page(lease.id)!.targetId);
+    const title = async (): Promise<string> => (await probe.send('Runtime.evaluate', { expression: 'document.title', returnByValue: true })).result.value;
+    for (let i = 0; i < 200 && (await title()) !== 'clicked by a person'; i++) await new Promise((r) => setTimeout(r, 50));
+    expect(await title()).to.equal('clicked by a person');
+    await probe.detach();
     expect(frame.w).to.be.greaterThan(0);
+    // The viewer shows the page's address above it, outside the page's pixels.
+    expect(await viewer.textContent('#where')).to.include('https://app.example.com');
 
     // Hand back from the viewer's button.
     await viewer.click('#done');
     for (let i = 0; i < 100 && (await t.api.get(`/v1/browser/leases/${lease.id}`)).body.taken_over; i++) await new Promise((r) => setTimeout(r, 50));
     expect((await t.api.get(`/v1/browser/leases/${lease.id}`)).body.taken_over).to.equal(false);
-    expect(await agentPage.title()).to.equal('clicked by a person');
+    // The agent's connection was closed at takeover; after handback it connects again.
+    const back = await chromium.connectOverCDP(lease.cdp_url);
+    const pages = back.contexts()[0]!.pages();
+    expect(pages).to.have.length(1);
+    expect(await pages[0]!.title()).to.equal('clicked by a person');
+    await back.close();
 
     // A new takeover makes a new URL; a handback through the API invalidates it unused.
     const again = (await t.api.post(`/v1/browser/leases/${lease.id}/takeover`)).body;

@@ -62,8 +62,12 @@ describe('browser leases (Chromium)', function () {
     }
     throw new Error(`lease ${id} never reached ${state}`);
   }
-  /** The agent's browser: a page of the lease's context, through the gateway. */
-  const page = async (leaseId: string) => t.svc.browserBroker.context(leaseId)!.newPage();
+  /** The agent's browser: a page of the lease's context over its CDP endpoint, through the gateway. */
+  const page = async (l: { cdp_url: string }) => {
+    const { chromium } = await import('playwright-core');
+    const b = await chromium.connectOverCDP(l.cdp_url);
+    return b.contexts()[0]!.newPage();
+  };
 
   it('mode rules, and 404 / 400 / 409 before anything is created', async () => {
     const p = await profile();
@@ -127,7 +131,7 @@ describe('browser leases (Chromium)', function () {
   it('signed-in state: saved by a write lease (version + 1), loaded by a read lease that never writes it back, absent from a clean lease', async () => {
     const p = await profile();
     const w = (await lease({ profile_id: p.id })).body;
-    const pg = await page(w.id);
+    const pg = await page(w);
     await pg.goto('https://app.example.com/login');
     await pg.evaluate(() => localStorage.setItem('token-hint', 'remember-me'));
     const rel = await release(w.id);
@@ -142,7 +146,7 @@ describe('browser leases (Chromium)', function () {
     expect(row.state_enc).to.not.include('remember-me');
 
     const r = (await lease({ profile_id: p.id, mode: 'read' })).body;
-    const rp = await page(r.id);
+    const rp = await page(r);
     await rp.goto('https://app.example.com/whoami');
     expect(await rp.textContent('body')).to.equal('cookie:session=signed-in-cookie');
     expect(await rp.evaluate(() => localStorage.getItem('token-hint'))).to.equal('remember-me');
@@ -151,7 +155,7 @@ describe('browser leases (Chromium)', function () {
     expect((await t.api.get(`/v1/browser/profiles/${p.id}`)).body.version).to.equal(1);
 
     const c = (await lease({})).body;
-    const cp = await page(c.id);
+    const cp = await page(c);
     await cp.goto('https://app.example.com/whoami');
     expect(await cp.textContent('body')).to.equal('cookie:');
     await release(c.id);
@@ -276,7 +280,8 @@ describe('browser leases: the agent\'s CDP endpoint (Chromium)', function () {
     const b = (await t.api.post('/v1/browser/leases', { environment_id: env.id })).body;
     expect(a.cdp_url).to.match(/^ws:\/\/127\.0\.0\.1:\d+\/v1\/browser\/leases\/bls_[0-9a-f]{24}\/cdp\?token=/);
     // The other lease's page has something to find.
-    const other = await t.svc.browserBroker.context(b.id)!.newPage();
+    const agentB = await chromium.connectOverCDP(b.cdp_url);
+    const other = await agentB.contexts()[0]!.newPage();
     await other.goto('https://app.example.com/secret-of-b');
     const browser = await chromium.connectOverCDP(a.cdp_url);
     try {
@@ -291,7 +296,10 @@ describe('browser leases: the agent\'s CDP endpoint (Chromium)', function () {
       const p2 = await browser.contexts()[0]!.newPage();
       await p2.goto('https://app.example.com/second');
       // The broker's own connection learns of the navigation by its events: wait for it.
-      const paths = (id: string) => t.svc.browserBroker.context(id)!.pages().map((p) => new URL(p.url()).pathname);
+      const paths = (id: string) => {
+        const found = t.svc.browserBroker.browserOf(id)!;
+        return found.browser.pages(found.contextId).map((p) => new URL(p.url!).pathname);
+      };
       for (let i = 0; i < 100 && !paths(a.id).includes('/second'); i++) await new Promise((r) => setTimeout(r, 50));
       expect(paths(a.id)).to.include('/second');
       expect(paths(b.id)).to.not.include('/second');
@@ -318,6 +326,7 @@ describe('browser leases: the agent\'s CDP endpoint (Chromium)', function () {
       await closed;
     } finally {
       await browser.close().catch(() => {});
+      await agentB.close().catch(() => {});
       await t.api.post(`/v1/browser/leases/${b.id}/release`);
     }
   });

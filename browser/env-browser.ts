@@ -1,0 +1,369 @@
+import { chmodSync, mkdirSync, rmSync, writeFileSync } from 'node:fs';
+import { basename, join } from 'node:path';
+import type { CdpMessage, CdpPipe } from './cdp-pipe.js';
+import { BROWSER_RUN, type BrowserSandbox } from './browser-sandbox.js';
+import type { StorageState } from './broker.js';
+
+/**
+ * One environment's browser (issue 23, item 1): the sandboxed Chromium of that environment
+ * alone, and one browser context per lease of it. It keeps the registry of targets (from
+ * root-level discovery, so every agent connection sees the same truth at once: a target the
+ * agent just created is known before its answer is relayed), enforces the page cap per lease,
+ * and does the broker's own work over CDP: contexts, the profile's signed-in state in and out,
+ * the page a person sees.
+ */
+export interface TargetInfo {
+  targetId: string;
+  type: string;
+  browserContextId?: string;
+  url?: string;
+  title?: string;
+  attached?: boolean;
+  openerId?: string;
+  [k: string]: unknown;
+}
+
+export type TargetEvent = 'created' | 'changed' | 'destroyed';
+
+/** A flat CDP session the broker itself holds (the viewer's, the storage helper's). */
+export interface CdpSession {
+  readonly id: string;
+  send<T = any>(method: string, params?: Record<string, unknown>): Promise<T>;
+  on(method: string, f: (params: any) => void): void;
+  detach(): Promise<void>;
+}
+
+interface LeaseContext {
+  contextId: string;
+  /** Origins the lease's pages have been on (their localStorage is saved with the profile). */
+  origins: Set<string>;
+}
+
+const PAGE = 'page';
+/**
+ * Browser-internal pages: headless Chromium opens WebUI pages of its own (the omnibox popup)
+ * in each new window, in the window's context. They are privileged (chrome:// with its own
+ * bindings): never shown to an agent, never counted, never reloaded.
+ */
+const INTERNAL_URL = /^(chrome|chrome-untrusted|devtools|chrome-extension|chrome-search):/i;
+
+function originOf(url: string | undefined): string | null {
+  if (!url) return null;
+  try {
+    const u = new URL(url);
+    return u.protocol === 'https:' || u.protocol === 'http:' ? u.origin : null;
+  } catch {
+    return null;
+  }
+}
+
+export class EnvBrowser {
+  readonly targets = new Map<string, TargetInfo>();
+  readonly #listeners = new Set<(e: TargetEvent, t: TargetInfo) => void>();
+  readonly #leases = new Map<string, LeaseContext>();
+  /** Targets the broker opened for its own work (never shown to an agent, never counted). */
+  readonly #internal = new Set<string>();
+  #lastUsed = Date.now();
+
+  private constructor(readonly sandbox: BrowserSandbox, readonly environmentId: string, private readonly pagesPerLease: number) {
+    sandbox.pipe.onRoot((m) => this.#root(m));
+  }
+
+  static async start(sandbox: BrowserSandbox, environmentId: string, pagesPerLease: number): Promise<EnvBrowser> {
+    const b = new EnvBrowser(sandbox, environmentId, pagesPerLease);
+    await sandbox.pipe.send('Target.setDiscoverTargets', { discover: true });
+    for (const t of (await sandbox.pipe.send<{ targetInfos: TargetInfo[] }>('Target.getTargets')).targetInfos) {
+      if (INTERNAL_URL.test(t.url ?? '')) b.#internal.add(t.targetId);
+      b.targets.set(t.targetId, t);
+    }
+    return b;
+  }
+
+  get pipe(): CdpPipe {
+    return this.sandbox.pipe;
+  }
+
+  get alive(): boolean {
+    return !this.sandbox.pipe.closed;
+  }
+
+  /** Contexts being opened: the browser is in use from the first moment (the idle sweep must not stop it). */
+  #opening = 0;
+
+  get idleSinceMs(): number {
+    return this.#leases.size || this.#opening ? Infinity : this.#lastUsed;
+  }
+
+  #root(m: CdpMessage): void {
+    const t = m.params?.targetInfo as TargetInfo | undefined;
+    switch (m.method) {
+      case 'Target.targetCreated':
+        if (!t) return;
+        if (INTERNAL_URL.test(t.url ?? '')) this.#internal.add(t.targetId);
+        this.targets.set(t.targetId, t);
+        this.#noteOrigin(t);
+        this.#enforceCap(t);
+        this.#emit('created', t);
+        return;
+      case 'Target.targetInfoChanged':
+        if (!t) return;
+        this.targets.set(t.targetId, t);
+        this.#noteOrigin(t);
+        this.#emit('changed', t);
+        return;
+      case 'Target.targetDestroyed': {
+        const id = String(m.params?.targetId);
+        const old = this.targets.get(id);
+        this.targets.delete(id);
+        this.#internal.delete(id);
+        if (old) this.#emit('destroyed', old);
+        return;
+      }
+      default:
+    }
+  }
+
+  #emit(e: TargetEvent, t: TargetInfo): void {
+    if (this.#internal.has(t.targetId)) return;
+    for (const f of this.#listeners) f(e, t);
+  }
+
+  /** Target events of the agent-visible targets (returns the unsubscribe). */
+  subscribe(f: (e: TargetEvent, t: TargetInfo) => void): () => void {
+    this.#listeners.add(f);
+    return () => this.#listeners.delete(f);
+  }
+
+  #noteOrigin(t: TargetInfo): void {
+    if (t.type !== PAGE || this.#internal.has(t.targetId)) return;
+    const o = originOf(t.url);
+    if (!o) return;
+    for (const l of this.#leases.values()) if (l.contextId === t.browserContextId) l.origins.add(o);
+  }
+
+  /** A popup past the cap (window.open) is closed as it appears. */
+  #enforceCap(t: TargetInfo): void {
+    if (t.type !== PAGE || !t.browserContextId || this.#internal.has(t.targetId)) return;
+    if (this.pages(t.browserContextId).length > this.pagesPerLease) {
+      void this.pipe.request('Target.closeTarget', { targetId: t.targetId });
+    }
+  }
+
+  /** Whether a target is an agent-visible one of this context. */
+  ours(t: TargetInfo | undefined, contextId: string): t is TargetInfo {
+    return Boolean(t && t.browserContextId === contextId && !this.#internal.has(t.targetId) && !INTERNAL_URL.test(t.url ?? ''));
+  }
+
+  pages(contextId: string): TargetInfo[] {
+    return [...this.targets.values()].filter((t) => t.type === PAGE && this.ours(t, contextId));
+  }
+
+  /** Whether the context may have one more page (the relay refuses createTarget past it). */
+  roomForPage(contextId: string): boolean {
+    return this.pages(contextId).length < this.pagesPerLease;
+  }
+
+  /** Records a page the agent just created, before its answer goes back (the registry may not have it yet). */
+  knownPage(targetId: string, contextId: string, url: string): void {
+    if (!this.targets.has(targetId)) this.targets.set(targetId, { targetId, type: PAGE, browserContextId: contextId, url, title: '', attached: false });
+  }
+
+  contextOf(leaseId: string): string | null {
+    return this.#leases.get(leaseId)?.contextId ?? null;
+  }
+
+  leases(): string[] {
+    return [...this.#leases.keys()];
+  }
+
+  /** A fresh context for the lease: no cookie, storage or cache of any other; downloads refused. */
+  async openContext(leaseId: string, state: StorageState | null): Promise<string> {
+    this.#opening++;
+    let browserContextId: string;
+    try {
+      ({ browserContextId } = await this.pipe.send<{ browserContextId: string }>('Target.createBrowserContext', { disposeOnDetach: false }));
+    } finally {
+      this.#opening--;
+    }
+    this.#leases.set(leaseId, { contextId: browserContextId, origins: new Set() });
+    try {
+      await this.pipe.send('Browser.setDownloadBehavior', { behavior: 'deny', browserContextId });
+      if (state) await this.#importState(leaseId, browserContextId, state);
+    } catch (err) {
+      await this.closeContext(leaseId);
+      throw err;
+    }
+    return browserContextId;
+  }
+
+  async closeContext(leaseId: string): Promise<void> {
+    const l = this.#leases.get(leaseId);
+    this.#leases.delete(leaseId);
+    this.#lastUsed = Date.now();
+    rmSync(join(this.sandbox.stagingDir, 'uploads', leaseId), { recursive: true, force: true });
+    if (l) await this.pipe.request('Target.disposeBrowserContext', { browserContextId: l.contextId });
+  }
+
+  /**
+   * Puts files (read from the environment's disk by the caller) where the lease's pages may
+   * pick them (DOM.setFileInputFiles): a directory of the lease's own, deleted at release.
+   * Returns their paths as the browser sees them.
+   */
+  stageUploads(leaseId: string, files: Array<{ name: string; data: Buffer }>): string[] {
+    if (!this.#leases.has(leaseId)) throw new Error('no such lease context');
+    const batch = `${Date.now().toString(36)}${Math.random().toString(36).slice(2, 8)}`;
+    const out: string[] = [];
+    files.forEach((f, i) => {
+      const dir = join(this.sandbox.stagingDir, 'uploads', leaseId, batch, String(i));
+      mkdirSync(dir, { recursive: true, mode: 0o755 });
+      for (const d of [join(this.sandbox.stagingDir, 'uploads'), join(this.sandbox.stagingDir, 'uploads', leaseId), join(this.sandbox.stagingDir, 'uploads', leaseId, batch), dir]) chmodSync(d, 0o755);
+      const name = basename(f.name).replace(/[^\w.@+-]/g, '_').slice(0, 200) || 'file';
+      writeFileSync(join(dir, name), f.data, { mode: 0o644 });
+      out.push(`${BROWSER_RUN}/uploads/${leaseId}/${batch}/${i}/${name}`);
+    });
+    return out;
+  }
+
+  /** A flat session of the broker's own on a target. */
+  async attach(targetId: string): Promise<CdpSession> {
+    const { sessionId } = await this.pipe.send<{ sessionId: string }>('Target.attachToTarget', { targetId, flatten: true });
+    const handlers = new Map<string, Array<(p: any) => void>>();
+    this.pipe.claim(sessionId, (m) => {
+      if (m.method) for (const f of handlers.get(m.method) ?? []) f(m.params ?? {});
+    });
+    const pipe = this.pipe;
+    return {
+      id: sessionId,
+      send: (method, params = {}) => pipe.send(method, params, sessionId),
+      on(method, f) {
+        const list = handlers.get(method) ?? [];
+        list.push(f);
+        handlers.set(method, list);
+      },
+      async detach() {
+        pipe.release(sessionId);
+        await pipe.request('Target.detachFromTarget', { sessionId });
+      },
+    };
+  }
+
+  /** The page a person sees at takeover: the lease's last page, or a new blank one. */
+  async ensurePage(leaseId: string): Promise<string> {
+    const ctx = this.contextOf(leaseId);
+    if (!ctx) throw new Error('no such lease context');
+    const pages = this.pages(ctx);
+    if (pages.length) return pages[pages.length - 1]!.targetId;
+    const { targetId } = await this.pipe.send<{ targetId: string }>('Target.createTarget', { url: 'about:blank', browserContextId: ctx });
+    this.knownPage(targetId, ctx, 'about:blank');
+    return targetId;
+  }
+
+  page(leaseId: string): TargetInfo | null {
+    const ctx = this.contextOf(leaseId);
+    const pages = ctx ? this.pages(ctx) : [];
+    return pages[pages.length - 1] ?? null;
+  }
+
+  /**
+   * Before a person takes the browser (issue 23, item 3): every page of the lease is loaded
+   * afresh at its current address, so no script the agent put in a page (an evaluated
+   * listener, a keylogger in a real login page) is there when the person types. What the
+   * agent typed into a form is lost with it; the person starts from the page as its site
+   * serves it.
+   */
+  async reloadForPerson(leaseId: string): Promise<void> {
+    const ctx = this.contextOf(leaseId);
+    if (!ctx) return;
+    await Promise.all(this.pages(ctx).map(async (t) => {
+      const s = await this.attach(t.targetId).catch(() => null);
+      if (!s) return;
+      try {
+        const url = t.url && /^(https?:|about:blank$)/.test(t.url) ? t.url : 'about:blank';
+        await s.send('Page.navigate', { url });
+      } catch { /* the page went away */ } finally {
+        await s.detach().catch(() => {});
+      }
+    }));
+  }
+
+  /** The context's signed-in state now (cookies incl. HttpOnly, localStorage of the origins it was on): Playwright's storageState shape. */
+  async exportState(leaseId: string): Promise<StorageState> {
+    const l = this.#leases.get(leaseId);
+    if (!l) throw new Error('no such lease context');
+    const { cookies } = await this.pipe.send<{ cookies: any[] }>('Storage.getCookies', { browserContextId: l.contextId });
+    const origins: StorageState['origins'] = [];
+    const wanted = [...l.origins];
+    if (wanted.length) {
+      await this.#onOrigins(l.contextId, wanted, async (origin, s) => {
+        const r = await s.send<{ result: { value?: string } }>('Runtime.evaluate', { expression: 'JSON.stringify(Object.entries(localStorage))', returnByValue: true });
+        const items = JSON.parse(r.result.value ?? '[]') as Array<[string, string]>;
+        if (items.length) origins.push({ origin, localStorage: items.map(([name, value]) => ({ name, value })) });
+      });
+    }
+    return {
+      cookies: cookies.map((c) => ({
+        name: c.name, value: c.value, domain: c.domain, path: c.path, expires: c.session ? -1 : c.expires,
+        httpOnly: Boolean(c.httpOnly), secure: Boolean(c.secure), sameSite: c.sameSite ?? 'Lax',
+      })),
+      origins,
+    };
+  }
+
+  async #importState(leaseId: string, contextId: string, state: StorageState): Promise<void> {
+    const cookies = (state.cookies as any[]).map((c) => {
+      const out: Record<string, unknown> = { name: c.name, value: c.value, domain: c.domain, path: c.path, httpOnly: Boolean(c.httpOnly), secure: Boolean(c.secure) };
+      if (typeof c.expires === 'number' && c.expires > 0) out.expires = c.expires;
+      if (c.sameSite === 'Strict' || c.sameSite === 'Lax' || c.sameSite === 'None') out.sameSite = c.sameSite;
+      return out;
+    });
+    if (cookies.length) await this.pipe.send('Storage.setCookies', { cookies, browserContextId: contextId });
+    const withItems = (state.origins as Array<{ origin: string; localStorage?: Array<{ name: string; value: string }> }>).filter((o) => originOf(o.origin) && o.localStorage?.length);
+    const l = this.#leases.get(leaseId)!;
+    for (const o of withItems) l.origins.add(originOf(o.origin)!);
+    if (!withItems.length) return;
+    const byOrigin = new Map(withItems.map((o) => [originOf(o.origin)!, o.localStorage!]));
+    await this.#onOrigins(contextId, [...byOrigin.keys()], async (origin, s) => {
+      await s.send('Runtime.evaluate', {
+        expression: `(items => { for (const [k, v] of items) localStorage.setItem(k, v); })(${JSON.stringify(byOrigin.get(origin)!.map((i) => [i.name, i.value]))})`,
+      });
+    });
+  }
+
+  /**
+   * Runs `f` in a page of the context at each origin, served an empty document by the broker
+   * itself (Fetch), so localStorage can be read or written without a request leaving.
+   */
+  async #onOrigins(contextId: string, origins: string[], f: (origin: string, s: CdpSession) => Promise<void>): Promise<void> {
+    const { targetId } = await this.pipe.send<{ targetId: string }>('Target.createTarget', { url: 'about:blank', browserContextId: contextId });
+    this.#internal.add(targetId);
+    const s = await this.attach(targetId);
+    try {
+      s.on('Fetch.requestPaused', (p: { requestId: string; resourceType: string }) => {
+        if (p.resourceType === 'Document') {
+          void s.send('Fetch.fulfillRequest', { requestId: p.requestId, responseCode: 200, responseHeaders: [{ name: 'Content-Type', value: 'text/html' }], body: '' }).catch(() => {});
+        } else void s.send('Fetch.failRequest', { requestId: p.requestId, errorReason: 'BlockedByClient' }).catch(() => {});
+      });
+      await s.send('Fetch.enable', { patterns: [{ urlPattern: '*' }] });
+      await s.send('Page.enable');
+      for (const origin of origins) {
+        const loaded = new Promise<void>((resolve) => {
+          const timer = setTimeout(resolve, 5000);
+          s.on('Page.loadEventFired', () => {
+            clearTimeout(timer);
+            resolve();
+          });
+        });
+        await s.send('Page.navigate', { url: `${origin}/` });
+        await loaded;
+        await f(origin, s);
+      }
+    } finally {
+      await s.detach().catch(() => {});
+      await this.pipe.request('Target.closeTarget', { targetId });
+    }
+  }
+
+  async stop(): Promise<void> {
+    await this.sandbox.kill();
+  }
+}

@@ -1,0 +1,103 @@
+import { expect } from 'chai';
+import { existsSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { startBrowserWorld, CHROMIUM, type BrowserWorld } from '../helpers/browser-world.js';
+import { RawCdp } from '../helpers/cdp-client.js';
+import { sh, skipWithoutRuntime, waitState } from '../helpers/runtime.js';
+
+/**
+ * Issue 23, finding 6: the relay accepted 256 MiB frames (six 200 MiB frames took the
+ * service from 0.39 to 2.2 GB) and pages per lease were unlimited. Now a frame over 16 MiB
+ * closes the connection before it is buffered whole, and a lease has at most
+ * GATEWAY_BROWSER_PAGES_PER_LEASE pages (here 3), whether the agent asks for them over CDP or
+ * a page opens them (window.open).
+ */
+describe('attack: the browser\'s resources (frames, pages)', function () {
+  this.timeout(120_000);
+  let w: BrowserWorld;
+
+  before(async function () {
+    if (!existsSync(CHROMIUM)) this.skip();
+    skipWithoutRuntime(this);
+    w = await startBrowserWorld({ GATEWAY_BROWSER_PAGES_PER_LEASE: '3', GATEWAY_RUNTIME: 'process' });
+  });
+  after(async () => {
+    await w?.close();
+  });
+
+  it('a frame over 16 MiB closes the connection (1009); the service\'s memory does not follow it; the lease still serves', async () => {
+    const e = await w.env();
+    const l = await w.lease(e.id);
+    const agent = await RawCdp.connect(l.cdp_url);
+    const rss = process.memoryUsage().rss;
+    const big = JSON.stringify({ id: 1, method: 'Runtime.evaluate', params: { expression: `"${'x'.repeat(17 * 1024 * 1024)}"` } });
+    agent.ws.send(big);
+    const closed = await agent.closed;
+    expect(closed.code).to.equal(1009);
+    // 16 MiB of room, not the hundreds a buffered frame per connection would take.
+    expect(process.memoryUsage().rss - rss).to.be.below(200 * 1024 * 1024);
+    // Just under the limit is a frame like any other.
+    const ok = await RawCdp.connect(l.cdp_url);
+    const p = await ok.newPage();
+    expect(await ok.evaluate(p.sessionId, `"${'y'.repeat(15 * 1024 * 1024)}".length`)).to.equal(15 * 1024 * 1024);
+    ok.close();
+    await w.t.api.post(`/v1/browser/leases/${l.id}/release`);
+  });
+
+  it('a page that takes 2 GiB in a 512 MiB environment: the kernel kills the browser\'s renderer, the environment\'s own process lives on, the cgroup never passes its limit', async function () {
+    const e = await w.env(undefined, { resources: { cpus: 1, memory_mib: 512, base_memory_mib: 256 } });
+    await waitState(w.t.api, e.id, 'running');
+    // The agent's own long-lived process in the environment.
+    await sh(w.t.api, e.id, 'nohup sleep 600 >/dev/null 2>&1 & echo $! > /home/agent/sleeper.pid');
+    const l = await w.lease(e.id);
+    const agent = await RawCdp.connect(l.cdp_url);
+    const p = await agent.newPage();
+    await agent.ok('Inspector.enable', {}, p.sessionId);
+    await agent.navigate(p.sessionId, 'https://app.example.com/start');
+    void agent.send('Runtime.evaluate', { expression: 'window.hog = []; for (let i = 0; i < 64; i++) { const b = new Uint8Array(32 << 20); b.fill(i + 1); window.hog.push(b); } window.hog.length', returnByValue: true }, p.sessionId);
+    // The renderer is killed (the page crashes), or the whole browser: either ends the page.
+    const ended = await Promise.race([
+      agent.event((ev) => ev.method === 'Inspector.targetCrashed' && ev.sessionId === p.sessionId, 60_000).then(() => 'crashed'),
+      agent.closed.then(() => 'browser ended'),
+    ]);
+    expect(['crashed', 'browser ended']).to.include(ended);
+    const pid = Number((await sh(w.t.api, e.id, 'cat /home/agent/sleeper.pid')).stdout.trim());
+    const alive = await sh(w.t.api, e.id, `kill -0 ${pid} && echo alive`);
+    expect(alive.stdout.trim(), 'the environment\'s own process').to.equal('alive');
+    // The environment's memory cgroup (v1 here) never went past its limit.
+    const found = (await import('node:fs')).readdirSync('/sys/fs/cgroup/memory', { recursive: true }).map(String).find((d) => d.endsWith(e.id));
+    if (found) {
+      const max = Number(readFileSync(join('/sys/fs/cgroup/memory', found, 'memory.max_usage_in_bytes'), 'utf8'));
+      expect(max).to.be.at.most(512 * 1024 * 1024);
+    } else {
+      this.test!.title += ' (no v1 memory tree here: the limit is checked through the crash alone)';
+    }
+    agent.close();
+    await w.t.api.post(`/v1/browser/leases/${l.id}/release`);
+  });
+
+  it('pages per lease are capped: createTarget past the cap is refused, a popup past it is closed as it opens', async () => {
+    const e = await w.env();
+    const l = await w.lease(e.id);
+    const agent = await RawCdp.connect(l.cdp_url);
+    const pages: Array<{ targetId: string; sessionId: string }> = [];
+    for (let i = 0; i < 3; i++) pages.push(await agent.newPage());
+    const fourth = await agent.send('Target.createTarget', { url: 'about:blank' });
+    expect(fourth.error?.message).to.match(/as many pages open as it may/);
+    await agent.ok('Target.setDiscoverTargets', { discover: true });
+    // A page opens popups itself: the one past the cap does not stay.
+    await agent.navigate(pages[0]!.sessionId, 'https://app.example.com/start');
+    await agent.ok('Runtime.evaluate', { expression: 'window.open("https://app.example.com/popup-1"), 1', userGesture: true }, pages[0]!.sessionId);
+    const found = w.t.svc.browserBroker.browserOf(l.id)!;
+    // The popup appears, and is closed at once: wait for its destruction.
+    const created = await agent.event((ev) => ev.method === 'Target.targetCreated' && !pages.some((p) => p.targetId === ev.params.targetInfo.targetId));
+    await agent.event((ev) => ev.method === 'Target.targetDestroyed' && ev.params.targetId === created.params.targetInfo.targetId);
+    expect(found.browser.pages(found.contextId)).to.have.length(3);
+    // Closing one makes room again.
+    await agent.ok('Target.closeTarget', { targetId: pages[2]!.targetId });
+    await agent.event((ev) => ev.method === 'Target.targetDestroyed' && ev.params.targetId === pages[2]!.targetId);
+    expect((await agent.send('Target.createTarget', { url: 'about:blank' })).error).to.equal(undefined);
+    agent.close();
+    await w.t.api.post(`/v1/browser/leases/${l.id}/release`);
+  });
+});

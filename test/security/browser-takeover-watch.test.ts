@@ -1,0 +1,108 @@
+import { expect } from 'chai';
+import { existsSync } from 'node:fs';
+import { WebSocket } from 'ws';
+import { startBrowserWorld, CHROMIUM, type BrowserWorld } from '../helpers/browser-world.js';
+import { RawCdp } from '../helpers/cdp-client.js';
+import { skipWithoutRuntime, waitState } from '../helpers/runtime.js';
+
+/**
+ * Issue 23, finding 4 (high): during a takeover the agent's commands were refused but its
+ * events kept flowing, and the bindings and scripts it had put in the page kept running: a
+ * password typed through the viewer arrived at the agent key by key. The viewer showed no
+ * URL, so a page the agent drew could pass for a real sign-in page. Now takeover closes the
+ * agent's connections (their sessions, bindings, scripts and subscriptions end), loads every
+ * page of the lease afresh, refuses a new connection with its reason until handback, and the
+ * viewer shows the page's address outside its pixels.
+ */
+describe('attack: watching what a person types during a takeover', function () {
+  this.timeout(120_000);
+  let w: BrowserWorld;
+
+  before(async function () {
+    if (!existsSync(CHROMIUM)) this.skip();
+    skipWithoutRuntime(this);
+    w = await startBrowserWorld({ GATEWAY_RUNTIME: 'process' });
+  });
+  after(async () => {
+    await w?.close();
+  });
+
+  it('a keylogger binding and an injected script see nothing of the password; a new agent connection is refused with the reason; the viewer shows the address', async () => {
+    const e = await w.env();
+    await waitState(w.t.api, e.id, 'running');
+    const l = await w.lease(e.id);
+    const agent = await RawCdp.connect(l.cdp_url);
+    const p = await agent.newPage();
+    // The agent's trap, three ways: a binding, a script in the page now, and one for every new document.
+    await agent.ok('Runtime.enable', {}, p.sessionId);
+    await agent.ok('Runtime.addBinding', { name: 'exfil' }, p.sessionId);
+    const trap = 'document.addEventListener("keydown", (e) => { window.__log = (window.__log || "") + e.key; try { exfil(e.key); } catch {} }, true)';
+    await agent.ok('Page.enable', {}, p.sessionId);
+    await agent.ok('Page.addScriptToEvaluateOnNewDocument', { source: trap }, p.sessionId);
+    await agent.navigate(p.sessionId, 'https://app.example.com/form');
+    await agent.evaluate(p.sessionId, `${trap}, 1`);
+    // The trap works while the agent holds the browser (so the test can fail).
+    await agent.ok('Input.dispatchKeyEvent', { type: 'keyDown', key: 'x', text: 'x' }, p.sessionId);
+    await agent.event((ev) => ev.method === 'Runtime.bindingCalled' && ev.params.payload === 'x');
+    const bindingCalls = (): number => agent.events.filter((ev) => ev.method === 'Runtime.bindingCalled').length;
+    const before = bindingCalls();
+
+    const take = await w.t.api.post(`/v1/browser/leases/${l.id}/takeover`);
+    expect(take.status).to.equal(200);
+    // The agent's connection is closed at takeover, with the reason.
+    const closed = await agent.closed;
+    expect(closed.code).to.equal(4409);
+    expect(closed.reason).to.match(/taken over by a person/);
+    // A new connection is refused the same way until handback.
+    const again = await RawCdp.connect(l.cdp_url);
+    const refused = await again.closed;
+    expect(refused.code).to.equal(4409);
+
+    // The person types a password through the viewer.
+    const viewer = new WebSocket(`${take.body.view_url.replace(/^http/, 'ws')}/ws`);
+    const shown: any[] = [];
+    viewer.on('message', (d) => {
+      const m = JSON.parse(d.toString());
+      if (m.type === 'location') shown.push(m);
+      if (m.type === 'frame') viewer.send(JSON.stringify({ type: 'ack' }));
+    });
+    await new Promise((r, j) => {
+      viewer.once('open', r);
+      viewer.once('error', j);
+    });
+    // The address is shown, outside the page.
+    for (let i = 0; i < 100 && !shown.length; i++) await new Promise((r) => setTimeout(r, 20));
+    expect(shown.at(-1)).to.include({ url: 'https://app.example.com/form', origin: 'https://app.example.com' });
+    // Click into the field, then type.
+    viewer.send(JSON.stringify({ type: 'mouse', event: 'down', x: 20, y: 15, button: 'left' }));
+    viewer.send(JSON.stringify({ type: 'mouse', event: 'up', x: 20, y: 15, button: 'left' }));
+    for (const ch of 'hunter2') {
+      viewer.send(JSON.stringify({ type: 'key', event: 'down', key: ch, code: `Key${ch.toUpperCase()}`, text: ch }));
+      viewer.send(JSON.stringify({ type: 'key', event: 'up', key: ch, code: `Key${ch.toUpperCase()}` }));
+    }
+    // The keys arrived in the page (a session of the broker's own reads the field).
+    const found = w.t.svc.browserBroker.browserOf(l.id)!;
+    const probe = await found.browser.attach(found.browser.page(l.id)!.targetId);
+    const read = async (expr: string): Promise<unknown> => (await probe.send('Runtime.evaluate', { expression: expr, returnByValue: true })).result.value;
+    for (let i = 0; i < 200 && (await read('document.getElementById("pw").value')) !== 'hunter2'; i++) await new Promise((r) => setTimeout(r, 25));
+    expect(await read('document.getElementById("pw").value')).to.equal('hunter2');
+    // Nothing of the agent's trap survived the takeover: no binding, no listener, no log.
+    expect(await read('typeof window.exfil')).to.equal('undefined');
+    expect(await read('window.__log === undefined')).to.equal(true);
+    await probe.detach();
+    expect(bindingCalls()).to.equal(before);
+    expect(agent.frames.join('\n')).to.not.include('hunter2');
+    viewer.close();
+
+    // Handback: the agent connects again and finds the page, without its trap.
+    expect((await w.t.api.post(`/v1/browser/leases/${l.id}/handback`)).status).to.equal(200);
+    const back = await RawCdp.connect(l.cdp_url);
+    await back.ok('Target.setDiscoverTargets', { discover: true });
+    const pages = (await back.ok('Target.getTargets')).targetInfos.filter((t: { type: string }) => t.type === 'page');
+    expect(pages).to.have.length(1);
+    const { sessionId } = await back.ok('Target.attachToTarget', { targetId: pages[0].targetId, flatten: true });
+    expect(await back.evaluate(sessionId, 'typeof window.exfil + " " + typeof window.__log')).to.equal('undefined undefined');
+    back.close();
+    await w.t.api.post(`/v1/browser/leases/${l.id}/release`);
+  });
+});
