@@ -123,13 +123,16 @@ export function toApproval(r: ApprovalRow, nowMs: number): Approval {
   };
 }
 
+/** Stored details that cannot be read are shown as such, never as a card with nothing to warn of. */
+const UNREADABLE_DETAILS: RequestDetails = { kind: 'unknown', fields: [], unreadable: 'the stored details could not be read' };
+
 function parseDetails(raw: string | null | undefined): RequestDetails | null {
   if (!raw) return null;
   try {
     const v = JSON.parse(raw) as RequestDetails;
-    return v && typeof v === 'object' && Array.isArray(v.fields) ? v : null;
+    return v && typeof v === 'object' && Array.isArray(v.fields) ? v : UNREADABLE_DETAILS;
   } catch {
-    return null;
+    return UNREADABLE_DETAILS;
   }
 }
 

@@ -549,7 +549,7 @@ export async function startService(config: Readonly<Config>, log: Logger, opts: 
   const members = createMembersService({ db, clock });
   routers.push(teamMembersRouter({ members, baseUrl: () => publicBaseUrl }));
   const consoleRoutes = consoleRouter({
-    members, approvals, audit,
+    members, approvals, audit, nowMs: () => clock.nowMs(),
     endUserOf: async (developerId, environmentId) => (await environments.get(developerId, environmentId).catch((err) => {
       if ((err as { status?: number }).status === 404) return null;
       throw err;

@@ -820,6 +820,8 @@ class Exchange {
         { hide: [...this.tokens.keys()] },
       );
     } catch (err) {
+      // The card says so rather than showing nothing to warn of (issue 23, item 5).
+      details = { kind: 'unknown', fields: [], unreadable: 'the request could not be decoded' };
       s.log.warn({ err }, 'approval details could not be decoded');
     }
     try {

@@ -47,6 +47,8 @@ export interface ConsoleDeps {
   endUserOf: (developerId: string, environmentId: string) => Promise<string | null>;
   /** True when the public base URL is https (cookies are Secure then). */
   secure: () => boolean;
+  /** The service's clock (ms): a time-limited grant runs an hour from now by it. */
+  nowMs?: () => number;
 }
 
 export function consoleRouter(deps: ConsoleDeps): Router {
@@ -218,7 +220,9 @@ ${scopeChooser(a)}<button type="submit" name="decision" value="approve" class="a
       const a = await approvals.get(s.session.developerId, id).catch(() => null);
       if (!a) return page(res, 404, 'Not found', '<div class="card"><p>No such approval.</p></div>', s.session);
       const scope = String(req.body.scope ?? 'once');
-      const kind = scope === 'time_limited' ? { kind: 'until', until: new Date(Date.now() + 3_600_000).toISOString() } : scope === 'task' ? { kind: 'task', task_id: a.task_id } : scope === 'session' ? { kind: 'session', session_id: a.session_id } : { kind: scope };
+      // The decision's `until` is Unix seconds (service.md); by the service's clock, so a test
+      // clock moved ahead does not make the hour already past.
+      const kind = scope === 'time_limited' ? { kind: 'until', until: Math.floor(((deps.nowMs ?? Date.now)() + 3_600_000) / 1000) } : scope === 'task' ? { kind: 'task', task_id: a.task_id } : scope === 'session' ? { kind: 'session', session_id: a.session_id } : { kind: scope };
       body = { decision: 'approve', scope: kind };
     }
     try {

@@ -140,6 +140,39 @@ describe('console: members, sessions, CSRF, approvals', function () {
     expect(decided.grant_id).to.be.a('string');
   });
 
+  it('stored details that cannot be read: the card warns instead of showing nothing to warn of', async () => {
+    const a = await t.svc.approvals.requestApproval({
+      developerId: DEFAULT_DEVELOPER_ID, environmentId: envId, connector: 'gmail', category: 'send', method: 'POST',
+      host: 'gmail.googleapis.com', path: '/gmail/v1/users/me/messages/send', max_scope: 'permanent',
+    });
+    await t.svc.db('approvals').where({ id: a.id }).update({ details: '{"not": "details"' });
+    const member = (await t.api.post('/v1/team-members', { email: 'garbled@example.com', name: 'Garbled' })).body;
+    const b = agent();
+    await b.go(new URL(member.sign_in_url).pathname);
+    const page = await b.go('/console/approvals');
+    const card = page.text.slice(page.text.indexOf(a.id) - 2000, page.text.indexOf(a.id) + 2000);
+    expect(card).to.include('Could not show the content: the stored details could not be read');
+  });
+
+  it('approving for an hour from a card: a time-limited grant that ends an hour from the service\'s clock (a regression: the card sent an ISO string, refused as not Unix seconds)', async () => {
+    await t.advance(86_400);
+    const a = await t.svc.approvals.requestApproval({
+      developerId: DEFAULT_DEVELOPER_ID, environmentId: envId, connector: 'gmail', category: 'send', method: 'POST',
+      host: 'gmail.googleapis.com', path: '/gmail/v1/users/me/messages/send', max_scope: 'permanent',
+    });
+    const member = (await t.api.post('/v1/team-members', { email: 'hour@example.com', name: 'Hour' })).body;
+    const b = agent();
+    await b.go(new URL(member.sign_in_url).pathname);
+    const page = await b.go('/console/approvals');
+    expect(page.text).to.include('<option value="time_limited">');
+    const done = await b.go(`/console/approvals/${a.id}/decide`, { method: 'POST', form: { csrf: field(page.text, 'csrf'), decision: 'approve', scope: 'time_limited' } });
+    expect(done.status, done.text).to.equal(303);
+    const decided = (await t.api.get(`/v1/approvals/${a.id}`)).body;
+    expect(decided).to.include({ status: 'approved', scope: 'time_limited', decided_via: 'console' });
+    const grant = (await t.api.get('/v1/grants')).body.data.find((g: { id: string }) => g.id === decided.grant_id);
+    expect(Date.parse(grant.expires_at) - t.svc.clock.nowMs()).to.be.within(3_599_000, 3_600_000);
+  });
+
   it('a member of another developer sees none of these approvals and cannot decide them', async () => {
     const a = await t.svc.approvals.requestApproval({ developerId: DEFAULT_DEVELOPER_ID, environmentId: envId, connector: 'gmail', category: 'send', method: 'POST', host: 'h', path: '/p', max_scope: 'once' });
     const other = await t.otherDeveloper();
