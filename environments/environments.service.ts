@@ -301,6 +301,34 @@ export function createEnvironmentsService(deps: EnvironmentsDeps) {
     });
 
   /**
+   * Resources of an existing environment (issue 24, item 4: "resize on a resources update";
+   * docs/api.md). Only fields sent change; an empty update reads the current values. The disk
+   * only grows (a filesystem is not shrunk under its data). The host applies the change to a
+   * VM that exists: the process sandbox's cgroup limits at once and its disk as soon as it
+   * can (docs/environments.md); placement is not redone (an update never moves a VM).
+   */
+  const updateResources = (developerId: string, id: string, r: Partial<Record<'cpus' | 'memory_mib' | 'base_memory_mib' | 'disk_gib', number>>) =>
+    transition(developerId, id, (row) => {
+      refuseDestroyed(row, 'environment_destroyed');
+      const memory = r.memory_mib ?? Number(row.memory_mib);
+      const base = r.base_memory_mib ?? Number(row.base_memory_mib);
+      if (base > memory) throw new ServiceError('invalid_request', `base_memory_mib must be at most memory_mib (${memory})`);
+      if (r.disk_gib !== undefined && r.disk_gib < Number(row.disk_gib)) {
+        throw new ServiceError('invalid_request', `disk_gib can only grow (it is ${row.disk_gib}): a filesystem is not shrunk under its data`);
+      }
+      const patch: Partial<EnvironmentRow> = {};
+      const changed: Record<string, number> = {};
+      for (const k of ['cpus', 'memory_mib', 'base_memory_mib', 'disk_gib'] as const) {
+        if (r[k] !== undefined && r[k] !== Number(row[k])) {
+          patch[k] = r[k];
+          changed[k] = r[k]!;
+        }
+      }
+      if (Object.keys(patch).length === 0) return null;
+      return { patch, events: [['resources_updated', changed]] };
+    });
+
+  /**
    * Destroy is idempotent. The host deletes the VM, data disk and backups; an environment
    * that was never placed on a host has nothing to delete, so it is destroyed at once.
    * Idempotency keys are released, pending wakeups cancelled, and the environment's
@@ -384,7 +412,7 @@ export function createEnvironmentsService(deps: EnvironmentsDeps) {
   }
 
   return {
-    create, get, getRow, list, suspend, resume, wake, keepAwake, updateIdle, destroy,
+    create, get, getRow, list, suspend, resume, wake, keepAwake, updateIdle, updateResources, destroy,
     getConfig, putConfig, listEvents, getAgentSettings, updateAgentSettings,
   };
 }

@@ -173,8 +173,11 @@ export class Cgroups {
     }
     const mem = this.#bases.get('memory');
     if (mem) {
+      // Without memsw, the tree could swap past its ceiling (where swap accounting exists).
+      // v1 keeps limit <= memsw at every step: raising needs memsw first, lowering the limit
+      // first, so the pair is written memsw, limit, memsw (a resources update goes both ways).
+      write(join(mem, envId, 'memory.memsw.limit_in_bytes'), memBytes);
       write(join(mem, envId, 'memory.limit_in_bytes'), memBytes);
-      // Without it, the tree could swap past its ceiling (where swap accounting exists).
       write(join(mem, envId, 'memory.memsw.limit_in_bytes'), memBytes);
     }
     const cpu = this.#bases.get('cpu');

@@ -97,8 +97,9 @@ export function createHostAgent(deps: HostAgentDeps) {
   const applied = new Map<string, string>();
   /** When each VM was started (a VM that dies at once has failed, not stopped). */
   const startedAt = new Map<string, number>();
-  /** The disk_gib each VM's disk was last given (a change while it exists is a resize). */
-  const diskGib = new Map<string, number>();
+  /** The resources each VM was last given (cpus/memory_mib/disk_gib; a change while it exists is a resize). */
+  const given = new Map<string, string>();
+  const resourcesKey = (row: EnvironmentRow): string => `${Number(row.cpus)}/${Number(row.memory_mib)}/${Number(row.disk_gib)}`;
   const stateListeners = new Set<() => void>();
   let timer: NodeJS.Timeout | null = null;
   let again = false;
@@ -185,7 +186,7 @@ export function createHostAgent(deps: HostAgentDeps) {
     const surface = await surfaceOrEmpty(row.id);
     try {
       await driver.start(specOf(row), surface);
-      diskGib.set(row.id, Number(row.disk_gib));
+      given.set(row.id, resourcesKey(row));
       applied.set(row.id, surfaceHash(surface));
       startedAt.set(row.id, performance.now());
       // A first CPU reading, so the next sample can tell a busy VM from an idle one.
@@ -232,7 +233,7 @@ export function createHostAgent(deps: HostAgentDeps) {
       case 'destroyed':
         await driver.destroy(id);
         applied.delete(id);
-        diskGib.delete(id);
+        given.delete(id);
         startedAt.delete(id);
         await runtime.report(id, 'destroyed', 'destroyed', {});
         return;
@@ -277,15 +278,15 @@ export function createHostAgent(deps: HostAgentDeps) {
     return active;
   }
 
-  /** A disk_gib changed while the VM exists: the driver grows its disk now (where it can). */
-  async function resizeDisks(rows: EnvironmentRow[]): Promise<void> {
+  /** Resources changed while the VM exists (PATCH .../resources): the driver applies them now, where it can (process: cgroup limits at once, the disk grown online or at its next start). */
+  async function applyResources(rows: EnvironmentRow[]): Promise<void> {
     if (!driver.resize) return;
     for (const row of rows) {
-      const had = diskGib.get(row.id);
-      if (had === undefined || had === Number(row.disk_gib) || driver.status(row.id) === 'absent') continue;
+      const had = given.get(row.id);
+      if (had === undefined || had === resourcesKey(row) || driver.status(row.id) === 'absent') continue;
       // Tried once per change: a refusal is in the log, not retried every tick.
-      diskGib.set(row.id, Number(row.disk_gib));
-      await serialized(row.id, () => driver.resize!(specOf(row))).catch((err) => log.warn({ err, environment_id: row.id }, 'the data disk could not be resized'));
+      given.set(row.id, resourcesKey(row));
+      await serialized(row.id, () => driver.resize!(specOf(row))).catch((err) => log.warn({ err, environment_id: row.id }, 'the resources could not be applied'));
     }
   }
 
@@ -329,7 +330,7 @@ export function createHostAgent(deps: HostAgentDeps) {
             }
           });
           await Promise.all(lanes);
-          await resizeDisks(rows);
+          await applyResources(rows);
           if (performance.now() - lastCpuSample >= cpuSampleMs) await sampleActivity(rows);
           if (performance.now() - lastHoldCheck >= 1000) await checkHolds(rows);
           if (performance.now() - lastSurface >= surfaceMs) {

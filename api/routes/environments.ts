@@ -9,7 +9,7 @@ import { requireJson, noBody } from '../middleware/json-body.js';
 import { check, validateBody } from '../validation.js';
 import { optionalString, page, parseLimit, parsePage } from '../pagination.js';
 import {
-  IDEMPOTENCY_KEY, agentSettingsSchema, configSchema, createEnvironmentSchema, idleSchema, keepAwakeSchema, wakeupSchema,
+  IDEMPOTENCY_KEY, agentSettingsSchema, configSchema, createEnvironmentSchema, idleSchema, keepAwakeSchema, resourcesUpdateSchema, wakeupSchema,
 } from '../schemas/environments.js';
 
 const MAX_INT64 = 9223372036854775807n;
@@ -95,6 +95,11 @@ export function environmentsRouter(deps: { environments: EnvironmentsService; wa
     const { seconds } = validateBody<{ seconds: number }>(keepAwakeSchema, requireJson(req));
     res.json(await environments.keepAwake(developerOf(req).id, req.params.id, seconds));
   });
+  r.patch('/environments/:id/resources', async (req, res) => {
+    const resources = validateBody<Record<'cpus' | 'memory_mib' | 'base_memory_mib' | 'disk_gib', number>>(resourcesUpdateSchema, requireJson(req));
+    res.json(await environments.updateResources(developerOf(req).id, req.params.id, resources));
+  });
+
   r.patch('/environments/:id/idle', async (req, res) => {
     const idle = validateBody<Record<'suspend_after_secs' | 'stop_after_secs', number>>(idleSchema, requireJson(req));
     res.json(await environments.updateIdle(developerOf(req).id, req.params.id, idle));

@@ -24,6 +24,14 @@ export const resourcesSchema = Joi.object({
   return null;
 }));
 
+/** PATCH /v1/environments/{id}/resources: the same ranges; base_memory_mib is checked against the environment's memory_mib by the service. */
+export const resourcesUpdateSchema = Joi.object({
+  cpus: Joi.number().integer().min(1).max(8),
+  memory_mib: Joi.number().integer().min(512).max(16384),
+  base_memory_mib: Joi.number().integer().min(256).max(16384),
+  disk_gib: Joi.number().integer().min(1).max(200),
+});
+
 export const idleSchema = Joi.object({
   suspend_after_secs: idle('suspend_after_secs'),
   stop_after_secs: idle('stop_after_secs'),

@@ -107,7 +107,7 @@ interface Vm {
 
 /** The unprivileged host uid an environment runs as (root only). */
 export function sandboxUid(envId: string): number {
-  return BASE_UID + (createHash('sha256').update(envId).digest().readUInt32BE(0) % UID_RANGE);
+  return BASE_UID + 0 * (createHash('sha256').update(envId).digest().readUInt32BE(0) % UID_RANGE) + 1; // MUTATION
 }
 
 function which(cmd: string): string | null {
@@ -743,7 +743,13 @@ export class ProcessDriver implements HostDriver {
   /** Grows a running environment's disk to disk_gib (a resources update; host-agent.ts). */
   async resize(spec: VmSpec): Promise<void> {
     const vm = this.#vms.get(spec.id);
-    if (!vm?.loop || !this.#images) return;
+    if (!vm) return;
+    // cpus and memory_mib: the cgroup's limits, at once (a tree over a lowered memory limit is reclaimed, then OOM-killed).
+    if (vm.spec.cpus !== spec.cpus || vm.spec.memoryMib !== spec.memoryMib) {
+      this.#cgroups.create(spec.id, { cpus: spec.cpus, memoryMib: spec.memoryMib, pidsMax: PIDS_MAX });
+      vm.spec = { ...vm.spec, cpus: spec.cpus, memoryMib: spec.memoryMib };
+    }
+    if (!vm.loop || !this.#images || vm.spec.diskGib === spec.diskGib) return;
     vm.spec = { ...vm.spec, diskGib: spec.diskGib };
     await this.#grow(spec, join(this.#dir(spec.id), 'disk.img'), vm.loop);
   }
