@@ -179,6 +179,8 @@ export async function startService(config: Readonly<Config>, log: Logger, opts: 
   const firstStartKey = config.bootstrapApiKey ? null : await accounts.firstStartKey();
 
   const templates = createTemplatesService({ db, clock });
+  /** Set with the browser pool below: a destroyed environment's leases end with it. */
+  let endLeasesOf: (environmentId: string) => Promise<unknown> = async () => {};
   const proxyCredentials = createProxyCredentials({ db, keyring, now: () => clock.monotonicMs() });
   const environments = createEnvironmentsService({
     db, clock, keyring, templates, log,
@@ -186,6 +188,7 @@ export async function startService(config: Readonly<Config>, log: Logger, opts: 
     onDestroyed: (id) => {
       proxyCredentials.evict(id);
       gatewayCache.invalidateEnvironment(id);
+      void endLeasesOf(id).catch((err) => log.warn({ err, environment_id: id }, 'the destroyed environment\'s browser leases could not be ended'));
     },
     onChange: () => hostAgent?.notify(),
     onSchedulingOff: async (trx, id) => {
@@ -522,6 +525,7 @@ export async function startService(config: Readonly<Config>, log: Logger, opts: 
     },
     limits: config.browserLimits,
   });
+  endLeasesOf = (environmentId) => leases.endForEnvironment(environmentId);
   const profiles = createProfilesService({ db, clock, inUse: (id) => leases.profileInUse(id) });
   jobs.define('reclaim-leases', async () => {
     await leases.reclaimDue();

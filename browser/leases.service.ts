@@ -417,13 +417,38 @@ export function createLeasesService(deps: LeasesDeps) {
     return { status: 202, body: { requested: true, lease_id: r.id, requested_at: iso(out.requested_at), duplicate: out.duplicate } };
   }
 
+  /**
+   * The environment is destroyed: its live leases end with it (`released`; a write lease's
+   * state is discarded: its browser, part of the environment, goes too), their agent
+   * connections and viewers are closed and their contexts with them.
+   */
+  async function endForEnvironment(environmentId: string): Promise<string[]> {
+    const now = clock.nowMs();
+    const ids = await withTx(db, async (trx) => {
+      const rows = await trx<LeaseRow>('browser_leases').where({ environment_id: environmentId }).whereIn('state', LIVE);
+      for (const r of rows) {
+        await trx('browser_leases').where({ id: r.id, state: r.state }).update({
+          state: 'released', save_outcome: r.mode === 'write' ? 'discarded' : r.save_outcome, write_lock: null, taken_over: false, released_at: now, updated_at: now,
+        });
+        await trx('browser_view_tokens').where({ lease_id: r.id }).whereNull('used_at').whereNull('invalidated_at').update({ invalidated_at: now });
+      }
+      return rows.map((r) => r.id);
+    });
+    for (const id of ids) {
+      takenOver.delete(id);
+      deps.onEnded?.(id);
+      await broker.close(id);
+    }
+    return ids;
+  }
+
   /** An active lease (any developer) for the CDP relay's upgrade, or null. */
   async function activeRow(id: string): Promise<{ id: string; environment_id: string; taken_over: boolean } | null> {
     const r = await db<LeaseRow>('browser_leases').where({ id, state: 'active' }).where('expires_at', '>', clock.nowMs()).first();
     return r ? { id: r.id, environment_id: r.environment_id, taken_over: Boolean(r.taken_over) } : null;
   }
 
-  return { create, get, list, renew, release, reclaimDue, profileInUse, activeRow, takeover, handback, isTakenOver, viewable, consumeView, requestTakeover };
+  return { create, get, list, renew, release, reclaimDue, profileInUse, activeRow, takeover, handback, isTakenOver, viewable, consumeView, requestTakeover, endForEnvironment };
 }
 
 export type LeasesService = ReturnType<typeof createLeasesService>;

@@ -93,6 +93,22 @@ describe('browser leases (Chromium)', function () {
     expect((await t.api.get('/v1/browser/leases')).body.data).to.deep.equal([]);
   });
 
+  it('a destroyed environment ends its leases: released (a write lease discarded), the agent\'s connection closed', async () => {
+    const e = (await t.api.post('/v1/environments', { end_user_id: 'browser-doomed', egress_allow: ['app.example.com'] })).body;
+    const p = (await t.api.post('/v1/browser/profiles', { end_user_id: 'browser-doomed', name: 'p' })).body;
+    const w = (await t.api.post('/v1/browser/leases', { environment_id: e.id, profile_id: p.id })).body;
+    const c = (await t.api.post('/v1/browser/leases', { environment_id: e.id })).body;
+    const { chromium } = await import('playwright-core');
+    const agent = await chromium.connectOverCDP(c.cdp_url);
+    const cut = new Promise<void>((r) => agent.on('disconnected', () => r()));
+    expect((await t.api.delete(`/v1/environments/${e.id}`)).status).to.equal(200);
+    await cut;
+    expect(await until(w.id, 'released')).to.include({ save_outcome: 'discarded' });
+    expect((await until(c.id, 'released')).save_outcome).to.equal(null);
+    expect(t.svc.browserBroker.has(c.id)).to.equal(false);
+    expect((await t.api.get(`/v1/browser/profiles/${p.id}`)).body.version).to.equal(0);
+  });
+
   it('a clean lease: active for 15 minutes, renewed, released; release again is as is; renew then 409', async () => {
     const r = await lease({});
     expect(r.status).to.equal(201);
