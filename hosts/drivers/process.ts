@@ -107,7 +107,7 @@ interface Vm {
 
 /** The unprivileged host uid an environment runs as (root only). */
 export function sandboxUid(envId: string): number {
-  return BASE_UID + 0 * (createHash('sha256').update(envId).digest().readUInt32BE(0) % UID_RANGE) + 1; // MUTATION
+  return BASE_UID + (createHash('sha256').update(envId).digest().readUInt32BE(0) % UID_RANGE);
 }
 
 function which(cmd: string): string | null {
