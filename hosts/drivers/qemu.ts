@@ -273,7 +273,9 @@ export class QemuDriver implements HostDriver {
       '-blockdev', `driver=file,filename=${sock('disk.qcow2')},node-name=dataf`,
       '-blockdev', 'driver=qcow2,file=dataf,node-name=data,encrypt.format=luks,encrypt.key-secret=sec0',
       '-device', 'virtio-blk-device,drive=data,serial=data',
-      '-netdev', `user,id=n0,restrict=on,net=10.0.2.0/24,host=10.0.2.2,${fwd(GUEST_NET.proxy, 'gateway.sock')},${fwd(GUEST_NET.browser, 'browser.sock')}`,
+      // ipv6=off: slirp would otherwise advertise fec0::/64 and a default route (tested: only
+      // restrict=on and the empty namespace stood behind it); the guest gets no IPv6 at all.
+      '-netdev', `user,id=n0,restrict=on,ipv6=off,net=10.0.2.0/24,host=10.0.2.2,${fwd(GUEST_NET.proxy, 'gateway.sock')},${fwd(GUEST_NET.browser, 'browser.sock')}`,
       '-device', 'virtio-net-device,netdev=n0',
       '-object', 'rng-random,id=rng0,filename=/dev/urandom', '-device', 'virtio-rng-device,rng=rng0',
       '-device', 'virtio-serial-device',

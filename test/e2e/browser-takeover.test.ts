@@ -1,11 +1,12 @@
 import { expect } from 'chai';
-import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { chromium, type Browser } from 'playwright-core';
 import { startTestService, type TestService } from '../helpers/service.js';
 import { startFakeUpstream, type FakeUpstream } from '../helpers/upstream.js';
 import { skipWithoutRuntime, waitState } from '../helpers/runtime.js';
+import { chromiumUnavailable, skipOrFailInCI } from '../helpers/ci-gate.js';
 
 const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
 /** Screenshots a reviewer can look at (test artifacts). */
@@ -25,10 +26,7 @@ describe('browser takeover: the viewer in a second Chromium', function () {
   let person: Browser;
 
   before(async function () {
-    if (!existsSync(CHROMIUM)) {
-      console.log(`      skipped: no Chromium at ${CHROMIUM}`);
-      this.skip();
-    }
+    skipOrFailInCI(this, chromiumUnavailable(CHROMIUM));
     // Takeover needs the environment placed on a host that is up (service.md): a real one.
     skipWithoutRuntime(this);
     up = await startFakeUpstream();

@@ -1,11 +1,12 @@
 import { expect } from 'chai';
-import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { chromium, type Browser } from 'playwright-core';
 import { ProxyAgent, request } from 'undici';
 import { startTestService, type TestService } from '../helpers/service.js';
 import { startFakeUpstream, type FakeUpstream } from '../helpers/upstream.js';
+import { chromiumUnavailable, skipOrFailInCI } from '../helpers/ci-gate.js';
 
 const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
 const ARTIFACTS = resolve(import.meta.dirname, '..', '..', 'test-artifacts');
@@ -23,10 +24,7 @@ describe('console in Chromium: a held request approved by a team member', functi
   let browser: Browser;
 
   before(async function () {
-    if (!existsSync(CHROMIUM)) {
-      console.log(`      skipped: no Chromium at ${CHROMIUM}`);
-      this.skip();
-    }
+    skipOrFailInCI(this, chromiumUnavailable(CHROMIUM));
     up = await startFakeUpstream();
     dir = mkdtempSync(join(tmpdir(), 'gw-console-'));
     writeFileSync(join(dir, 'ca.pem'), up.ca.certPem);

@@ -4,7 +4,9 @@ import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { startTestService, type TestService } from './service.js';
 import { startFakeUpstream, type FakeUpstream } from './upstream.js';
-import { exec, sh, skipWithoutRuntime, waitState as waitStateDefault } from './runtime.js';
+import {
+  environmentProcesses, exec, hostAddresses, interfaces, ipv4Routes, ipv6Routes, pollUntil, sameLoopOnHost, sh, skipWithoutRuntime, tcpProbe, tcpProbeFromHost, waitState as waitStateDefault, withDeadline,
+} from './runtime.js';
 
 const API_KEY_VALUE = 'sk_real_value_the_vm_must_never_see_0123456789';
 
@@ -129,13 +131,7 @@ describe(`environments runtime (${kind === 'process' ? 'process sandbox' : 'QEMU
     const cb = await fetch(`${t.url}/v1/oauth/google/callback?${new URLSearchParams({ state, code: 'c1' })}`, { redirect: 'manual' });
     expect(new URL(cb.headers.get('location')!).searchParams.get('status'), cb.headers.get('location')!).to.equal('ok');
     const standIn = (await t.api.get(`/v1/environments/${env.id}/stand-in-tokens`)).body.data[0].token as string;
-    const t0 = Date.now();
-    let file = '';
-    while (Date.now() - t0 < 10_000) {
-      file = (await sh(t.api, env.id, 'cat /run/service/connections/gmail 2>/dev/null || true')).stdout;
-      if (file) break;
-      await new Promise((r) => setTimeout(r, 200));
-    }
+    const file = await pollUntil(async () => (await sh(t.api, env.id, 'cat /run/service/connections/gmail 2>/dev/null || true')).stdout, (f) => f !== '', 10_000, 200);
     expect(file).to.equal(standIn);
     const ctl = await sh(t.api, env.id, 'curl -sS --unix-socket /run/service/control.sock http://control/connections; echo; curl -s -o /dev/null -w "%{http_code}" --unix-socket /run/service/control.sock http://control/nope');
     const [listed, notFound] = ctl.stdout.split('\n');
@@ -163,14 +159,12 @@ describe(`environments runtime (${kind === 'process' ? 'process sandbox' : 'QEMU
   });
 
   describe('escape attempts from inside', () => {
-    it('cannot go around the proxy: curl --noproxy, raw TCP to 1.1.1.1, to the API port, to the proxy port, to the host\'s addresses', async () => {
+    it('cannot go around the proxy: curl --noproxy, raw TCP to the world, UDP', async () => {
       const noproxy = await sh(t.api, env.id, "curl -sS --noproxy '*' --max-time 5 https://example.com; echo rc=$?");
       expect(noproxy.stdout).to.match(/rc=[1-9]/);
-      const apiPort = new URL(t.url).port;
-      const proxyPort = new URL(t.svc.proxyUrl!).port;
       const py = await sh(t.api, env.id, `python3 - <<'EOF'
 import socket
-for host, port in [('1.1.1.1', 443), ('8.8.8.8', 53), ('127.0.0.1', ${apiPort}), ('127.0.0.1', ${proxyPort}), ('10.0.2.2', 80), ('169.254.169.254', 80)]:
+for host, port in [('1.1.1.1', 443), ('8.8.8.8', 53), ('169.254.169.254', 80)]:
     s = socket.socket(); s.settimeout(3)
     try:
         s.connect((host, port)); print('CONNECTED', host, port)
@@ -180,16 +174,98 @@ try:
     u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); u.sendto(b'x', ('1.1.1.1', 53)); print('UDP SENT')
 except Exception as e:
     print('udp refused', type(e).__name__)
-EOF
-ip -o link 2>/dev/null | awk '{print $2}'; cat /proc/net/route | wc -l`);
+EOF`);
+      expect(py.stdout).to.include('refused 1.1.1.1 443');
       expect(py.stdout).to.not.include('CONNECTED');
-      expect(py.stdout).to.not.include('UDP SENT');
-      if (vm) {
-        // Loopback and the NIC to slirp's forwards; one route, the slirp subnet: no default route.
-        expect(py.stdout).to.match(/lo:\s*\neth0:\s*\n2\s*$/);
-      } else {
-        // Only the loopback interface exists; the routing table has no route (header line only).
-        expect(py.stdout).to.match(/lo:\s*\n1\s*$/);
+      // No route to 1.1.1.1 in either (a VM's one IPv4 route is slirp's subnet).
+      expect(py.stdout).to.include('udp refused');
+    });
+
+    it('reaches no port of the host: the API, the proxy, the upstream, MySQL on every host address, 10.0.2.2 and slirp\'s others; the same probe reaches the relay inside, and the host reaches those ports', async () => {
+      // Issue 24, item 6: a VM with both sealing layers removed reached the host's API at
+      // 10.0.2.2 (slirp's alias of the host's loopback) while this suite stayed green.
+      const ports = [Number(new URL(t.url).port), Number(new URL(t.svc.proxyUrl!).port), up.port, 3306];
+      const hosts = [...new Set([...hostAddresses(), '127.0.0.1', '10.0.2.2', '10.0.2.3', '10.0.2.100', 'fec0::2', '169.254.169.254'])];
+      // The controls: from the host, the service's ports answer (they are there to be reached)...
+      const fromHost = tcpProbeFromHost(ports.slice(0, 3).map((p) => ['127.0.0.1', p]));
+      expect(Object.values(fromHost), JSON.stringify(fromHost)).to.deep.equal(['connected', 'connected', 'connected']);
+      // ...and inside, the same program reaches the relay to the gateway (and, in a VM, slirp's forward behind it).
+      const controls: Array<[string, number]> = vm ? [['127.0.0.1', 3128], ['10.0.2.100', 3128]] : [['127.0.0.1', 3128]];
+      const r = await exec(t.api, env.id, ['python3', '-'], { stdin: tcpProbe([...controls, ...hosts.flatMap((h) => ports.map((p): [string, number] => [h, p]))], vm ? 10 : 5), timeout_secs: 120 });
+      expect(r.status, JSON.stringify(r.body)).to.equal(200);
+      expect(r.body.exit_code, r.body.stderr).to.equal(0);
+      const seen = JSON.parse(r.body.stdout) as Record<string, string>;
+      const why = JSON.stringify(seen, null, 1);
+      for (const [h, p] of controls) expect(seen[`${h} ${p}`], why).to.equal('connected');
+      const probed = Object.entries(seen).filter(([k]) => !controls.some(([h, p]) => k === `${h} ${p}`));
+      expect(probed).to.have.length(hosts.length * ports.length);
+      expect(probed.filter(([, v]) => v === 'connected'), why).to.deep.equal([]);
+      for (const [k, v] of probed) {
+        const host = k.split(' ')[0]!;
+        if (host.includes(':') && v === 'EAFNOSUPPORT') continue; // a kernel without IPv6: nothing to reach it with
+        if (!vm) {
+          // Its own loopback has nothing on those ports; no other address has a route.
+          expect(v, k).to.equal(host === '127.0.0.1' || host === '::1' ? 'ECONNREFUSED' : 'ENETUNREACH');
+        } else {
+          // slirp answers for 10.0.2.0/24 (and, by its router advertisement, IPv6) with a
+          // reset; no other IPv4 address has a route. Nothing is silently dropped.
+          expect(v, k).to.be.oneOf(['ECONNREFUSED', 'ENETUNREACH']);
+        }
+      }
+    });
+
+    it(vm
+      ? 'has exactly slirp\'s network: lo and eth0, one IPv4 route (10.0.2.0/24, no gateway), no IPv6 route but eth0\'s link-local ones'
+      : 'has exactly a loopback: no other interface, no IPv4 route, no IPv6 route off lo', async () => {
+      const r = await sh(t.api, env.id, 'cat /proc/net/dev; echo @@; cat /proc/net/route; echo @@; cat /proc/net/ipv6_route 2>/dev/null; echo @@; cat /proc/net/if_inet6 2>/dev/null');
+      const [dev, v4, v6, addrs] = r.stdout.split('@@\n');
+      const routes6 = ipv6Routes(v6!).filter((x) => x.iface !== 'lo');
+      if (!vm) {
+        expect(interfaces(dev!)).to.deep.equal(['lo']);
+        expect(ipv4Routes(v4!)).to.deep.equal([]);
+        expect(routes6).to.deep.equal([]);
+        return;
+      }
+      expect(interfaces(dev!)).to.deep.equal(['lo', 'eth0']);
+      // The one route the kernel makes for eth0's address (10.0.2.15/24): no default route.
+      expect(ipv4Routes(v4!)).to.deep.equal([{ iface: 'eth0', dest: '0002000A', gateway: '00000000', mask: '00FFFFFF' }]);
+      // IPv6: slirp runs with ipv6=off (it would advertise fec0::/64 and a default route via
+      // fe80::2 some seconds after boot): the kernel's own link-local routes for eth0 only, no
+      // fec0::/64, no default route, whenever this runs.
+      const own = new Set(addrs!.split('\n').filter((l) => l.trim()).map((l) => l.trim().split(/\s+/)[0]!));
+      const FE80 = 'fe800000000000000000000000000000';
+      const ZERO = '00000000000000000000000000000000';
+      for (const x of routes6) {
+        const known = x.iface === 'eth0' && (
+          (x.mask === '80' && own.has(x.dest) && x.dest.startsWith('fe80') && x.gateway === ZERO) // its own link-local address
+          || (x.dest === FE80 && x.mask === '40' && x.gateway === ZERO)
+          || (x.dest === 'ff000000000000000000000000000000' && x.mask === '08'));
+        expect(known, `an IPv6 route beyond eth0's link-local ones: ${JSON.stringify(x)}`).to.equal(true);
+      }
+      expect([...own].filter((a) => !a.startsWith('fe80') && a !== '00000000000000000000000000000001'), 'IPv6 addresses beyond link-local').to.deep.equal([]);
+    });
+
+    it('runs as a host uid of its own: two environments\' processes, seen from the host, run as two uids, neither root nor the service\'s', async () => {
+      const other = await t.api.post('/v1/environments', { end_user_id: 'runtime-uid', resources: { cpus: 1, memory_mib: 512 } });
+      expect(other.status).to.equal(201);
+      await waitState(t.api, other.body.id, 'running');
+      try {
+        for (const id of [env.id, other.body.id]) expect((await sh(t.api, id, 'echo up')).stdout).to.equal('up\n');
+        const seen = [env.id, other.body.id].map((id) => environmentProcesses(id));
+        const why = JSON.stringify(seen);
+        const uidOf = seen.map((procs) => {
+          expect(procs.length, `no process found in the environment's cgroups: ${why}`).to.be.greaterThan(0);
+          // What runs it, from outside: the sandbox's tree, or the VM's QEMU.
+          expect(procs.map((p) => p.comm), why).to.include(vm ? 'qemu-system-x86' : 'bwrap');
+          // Every process of it, real, effective, saved and filesystem ids alike.
+          const uids = new Set(procs.flatMap((p) => [...p.uids, ...p.gids]));
+          expect([...uids], why).to.have.length(1);
+          return [...uids][0]!;
+        });
+        expect(uidOf[0], why).to.not.equal(uidOf[1]);
+        for (const u of uidOf) expect(u, why).to.not.be.oneOf([0, process.getuid!()]);
+      } finally {
+        await t.api.delete(`/v1/environments/${other.body.id}`);
       }
     });
 
@@ -302,16 +378,19 @@ ip -o link 2>/dev/null | awk '{print $2}'; cat /proc/net/route | wc -l`);
       await sh(t.api, env.id, 'nohup sh -c \'i=0; while :; do i=$((i+1)); echo $i > c.new; mv c.new counter; sleep 0.05; done\' >/dev/null 2>&1 &');
       const counter = join(t.svc.dataDir, 'environments', env.id, 'disk', 'counter');
       // A VM's disk is encrypted on the host: read inside (and not while it sleeps, which would wake it).
-      const read = async (): Promise<number> => Number(vm ? (await sh(t.api, env.id, 'cat counter')).stdout : readFileSync(counter, 'utf8'));
-      await new Promise((r) => setTimeout(r, vm ? 1500 : 300));
-      const before = vm ? await read() : 0;
+      const read = async (): Promise<number> => Number(vm ? (await sh(t.api, env.id, 'cat counter 2>/dev/null || echo 0')).stdout : existsSync(counter) ? readFileSync(counter, 'utf8') : 0);
+      const poll = (done: (n: number) => boolean) => pollUntil(read, done, vm ? 60_000 : 15_000, vm ? 100 : 10);
+      // Counting, and past 10: a count restarted from 1 would show below it.
+      const before = await poll((n) => n >= 10);
+      expect(before).to.be.at.least(10);
       expect((await t.api.post(`/v1/environments/${env.id}/suspend`)).status).to.equal(200);
       await waitState(t.api, env.id, 'suspended');
       expect(t.svc.host!.driver.status(env.id)).to.equal('suspended');
       const frozen = vm ? before : await read();
-      expect(frozen).to.be.greaterThan(0);
       if (!vm) {
-        await new Promise((r) => setTimeout(r, 500));
+        // Not a moment's luck: the counter stays while the very same loop, run on the host,
+        // counts 10 (a loaded machine slows both alike).
+        await sameLoopOnHost(10);
         expect(await read(), 'the counter moved while suspended').to.equal(frozen);
       } else {
         // Nothing of it runs: QEMU has exited, its memory is in the snapshot.
@@ -319,8 +398,7 @@ ip -o link 2>/dev/null | awk '{print $2}'; cat /proc/net/route | wc -l`);
       }
       expect((await t.api.post(`/v1/environments/${env.id}/resume`)).status).to.equal(200);
       await waitState(t.api, env.id, 'running');
-      await new Promise((r) => setTimeout(r, 300));
-      const after = await read();
+      const after = await poll((n) => n !== frozen);
       // Continued from where it was (a restarted process would count from 1 again).
       expect(after).to.be.greaterThan(frozen);
       expect(after).to.be.lessThan(frozen + (vm ? 200 : 20));
@@ -330,13 +408,14 @@ ip -o link 2>/dev/null | awk '{print $2}'; cat /proc/net/route | wc -l`);
       await t.api.post(`/v1/environments/${env.id}/suspend`);
       await waitState(t.api, env.id, 'suspended');
       const before = (await t.api.get(`/v1/environments/${env.id}`)).body.last_active_at;
-      await new Promise((r) => setTimeout(r, 5));
+      // Service time moves on a second: the exec's activity is stamped after it, whatever the wall clock does.
+      await t.advance(1);
       const r = await sh(t.api, env.id, 'echo awake');
       expect(r.stdout).to.equal('awake\n');
       const after = (await t.api.get(`/v1/environments/${env.id}`)).body;
       expect(after.desired_state).to.equal('running');
       expect(after.state).to.equal('running');
-      expect(Date.parse(after.last_active_at)).to.be.greaterThan(Date.parse(before));
+      expect(Date.parse(after.last_active_at)).to.be.at.least(Date.parse(before) + 1000);
       const kinds = (await t.api.get(`/v1/environments/${env.id}/events?kind=wake`)).body.data;
       expect(kinds.at(-1).data).to.include({ reason: 'exec', from: 'suspended' });
     });
@@ -344,13 +423,7 @@ ip -o link 2>/dev/null | awk '{print $2}'; cat /proc/net/route | wc -l`);
     it('a config update reaches /run/service of a running environment within 10 s, without a restart', async () => {
       const pid1 = (await sh(t.api, env.id, 'cat /proc/1/stat | cut -d" " -f22')).stdout;
       expect((await t.api.put(`/v1/environments/${env.id}/config`, { env: { GREETING: 'bonjour', NEW_VAR: '1' }, files: { 'b.txt': 'B' } })).status).to.equal(200);
-      const t0 = Date.now();
-      let seen = '';
-      while (Date.now() - t0 < 10_000) {
-        seen = (await sh(t.api, env.id, 'cat /run/service/files/b.txt 2>/dev/null; ls /run/service/files; . /run/service/env; echo $GREETING')).stdout;
-        if (seen.startsWith('B')) break;
-        await new Promise((r) => setTimeout(r, 200));
-      }
+      const seen = await pollUntil(async () => (await sh(t.api, env.id, 'cat /run/service/files/b.txt 2>/dev/null; ls /run/service/files; . /run/service/env; echo $GREETING')).stdout, (o) => o.startsWith('B'), 10_000, 200);
       expect(seen).to.equal('Bb.txt\nbonjour\n');
       expect((await sh(t.api, env.id, 'echo $NEW_VAR $GREETING')).stdout).to.equal('1 bonjour\n');
       expect((await sh(t.api, env.id, 'cat /proc/1/stat | cut -d" " -f22')).stdout).to.equal(pid1);
@@ -359,13 +432,23 @@ ip -o link 2>/dev/null | awk '{print $2}'; cat /proc/net/route | wc -l`);
     it('a config update does not wake a suspended environment, yet its files change', async () => {
       await t.api.post(`/v1/environments/${env.id}/suspend`);
       await waitState(t.api, env.id, 'suspended');
-      await t.api.put(`/v1/environments/${env.id}/config`, { env: {}, files: { 'c.txt': 'C' } });
-      if (!vm) {
-        const file = join(t.svc.dataDir, 'environments', env.id, 'service', 'files', 'c.txt');
-        const t0 = Date.now();
-        while (!existsSync(file) && Date.now() - t0 < 10_000) await new Promise((r) => setTimeout(r, 100));
-        expect(existsSync(file)).to.equal(true);
-      } else await new Promise((r) => setTimeout(r, 1500)); // a host tick: the update is kept for the resume
+      // The event waited on: the host hands the new surface to the driver (the process
+      // sandbox writes it at once; a VM's driver keeps it for the resume). Whatever the host
+      // does with a suspended environment it does in that pass; after it, it is still asleep.
+      const driver = t.svc.host!.driver;
+      let handed!: () => void;
+      const applied = new Promise<void>((r) => (handed = r));
+      driver.applySurface = async (id, s) => {
+        await Object.getPrototypeOf(driver).applySurface.call(driver, id, s);
+        if (id === env.id && s.files['c.txt']) handed();
+      };
+      try {
+        await t.api.put(`/v1/environments/${env.id}/config`, { env: {}, files: { 'c.txt': 'C' } });
+        await withDeadline(applied, vm ? 60_000 : 15_000, 'the host to hand the update to the driver');
+      } finally {
+        delete (driver as { applySurface?: unknown }).applySurface;
+      }
+      if (!vm) expect(existsSync(join(t.svc.dataDir, 'environments', env.id, 'service', 'files', 'c.txt'))).to.equal(true);
       const e = (await t.api.get(`/v1/environments/${env.id}`)).body;
       expect(e.state).to.equal('suspended');
       expect(e.desired_state).to.equal('suspended');

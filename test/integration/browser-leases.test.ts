@@ -1,9 +1,10 @@
 import { expect } from 'chai';
-import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { startTestService, type TestService } from '../helpers/service.js';
 import { startFakeUpstream, type FakeUpstream } from '../helpers/upstream.js';
+import { chromiumUnavailable, skipOrFailInCI } from '../helpers/ci-gate.js';
 
 const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
 
@@ -22,10 +23,7 @@ describe('browser leases (Chromium)', function () {
   let n = 0;
 
   before(async function () {
-    if (!existsSync(CHROMIUM)) {
-      console.log(`      skipped: no Chromium at ${CHROMIUM} (apt-get install chromium; .ci/run does)`);
-      this.skip();
-    }
+    skipOrFailInCI(this, chromiumUnavailable(CHROMIUM));
     up = await startFakeUpstream();
     up.respond = (req, res) => {
       if (req.url === '/login') {
@@ -225,7 +223,7 @@ describe('browser leases: the per-developer limit and the save deadline (Chromiu
   let t: TestService;
 
   before(async function () {
-    if (!existsSync(CHROMIUM)) this.skip();
+    skipOrFailInCI(this, chromiumUnavailable(CHROMIUM));
     t = await startTestService({ GATEWAY_BROWSER_LEASES_PER_DEVELOPER: '2', CHROMIUM_PATH: CHROMIUM });
   });
   after(async () => {
@@ -273,7 +271,7 @@ describe('browser leases: the agent\'s CDP endpoint (Chromium)', function () {
   let env: any;
 
   before(async function () {
-    if (!existsSync(CHROMIUM)) this.skip();
+    skipOrFailInCI(this, chromiumUnavailable(CHROMIUM));
     up = await startFakeUpstream();
     up.respond = (req, res) => {
       res.writeHead(200, { 'content-type': 'text/html' });

@@ -1,6 +1,7 @@
 import { expect } from 'chai';
 import { startTestService, type TestService } from '../helpers/service.js';
 import { sh, skipWithoutRuntime, waitState } from '../helpers/runtime.js';
+import { chromiumUnavailable, skipOrFailInCI } from '../helpers/ci-gate.js';
 
 /**
  * The agent's control socket (issue 13, items 3 and 4), driven from inside real sandboxes
@@ -205,7 +206,7 @@ describe('agent control socket: schedules and keep-awake (process sandbox, test 
   });
 
   it('the agent asks for a person: POST /browser/takeover sends browser.takeover_requested for its own lease only', async function () {
-    if (!(await import('node:fs')).existsSync(process.env.CHROMIUM_PATH ?? '/usr/bin/chromium')) this.skip();
+    skipOrFailInCI(this, chromiumUnavailable());
     const e = await create();
     const other = await create();
     const lease = (await t.api.post('/v1/browser/leases', { environment_id: e.id })).body;
@@ -226,7 +227,7 @@ describe('agent control socket: schedules and keep-awake (process sandbox, test 
   });
 
   it('the agent reaches its lease\'s CDP endpoint from inside its VM (vm_cdp_url, 127.0.0.1:9222), and only its own leases', async function () {
-    if (!(await import('node:fs')).existsSync(process.env.CHROMIUM_PATH ?? '/usr/bin/chromium')) this.skip();
+    skipOrFailInCI(this, chromiumUnavailable());
     const e = await create();
     const other = await create();
     const lease = (await t.api.post('/v1/browser/leases', { environment_id: e.id })).body;

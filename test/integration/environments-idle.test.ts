@@ -1,6 +1,6 @@
 import { expect } from 'chai';
 import { startTestService, type TestService } from '../helpers/service.js';
-import { sh, skipWithoutRuntime, waitState } from '../helpers/runtime.js';
+import { pollUntil, sh, skipWithoutRuntime, waitState } from '../helpers/runtime.js';
 
 /**
  * The idle ladder on running sandboxes and the test clock (issue 13, item 1): six hours of
@@ -88,10 +88,15 @@ describe('idle ladder (process sandbox, test clock)', function () {
     const idle = await create({ suspend_after_secs: 600 });
     await sh(t.api, busy.id, "nohup sh -c 'while :; do :; done' >/dev/null 2>&1 &");
     await sh(t.api, idle.id, 'nohup sleep 100000 >/dev/null 2>&1 &');
-    // Past the 2 s a reading needs, and long enough that the exec calls' own few
-    // milliseconds of CPU are well under 2 %.
-    await new Promise((r) => setTimeout(r, 2500));
-    await t.advance(601);
+    const idleAt = Date.parse((await get(idle.id)).last_active_at);
+    // The event waited on: the host's CPU sampler (every 5 s, over spans of at least 2 s)
+    // has judged the busy one active, which moves its last_active_at; 3 s past the idle
+    // one's last exec, so the two ladders' steps are 3 s apart.
+    const b = await pollUntil(() => get(busy.id), (e) => Date.parse(e.last_active_at) - idleAt >= 3000, 30_000, 100);
+    expect(Date.parse(b.last_active_at) - idleAt, 'the busy environment was never seen using CPU').to.be.at.least(3000);
+    // Service time to just past the idle one's step (600 s after its last exec): the busy
+    // one's step is still ahead, whatever the sampler of the advance itself decides.
+    await t.advance(Math.ceil((idleAt + 600_000 - t.svc.clock.nowMs()) / 1000) + 1);
     expect((await get(busy.id)).state).to.equal('running');
     expect((await get(idle.id)).state).to.equal('suspended');
     await t.api.delete(`/v1/environments/${busy.id}`);

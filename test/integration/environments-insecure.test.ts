@@ -1,5 +1,5 @@
 import { expect } from 'chai';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { randomBytes } from 'node:crypto';
@@ -8,7 +8,7 @@ import { createLogger } from '../../lib/log.js';
 import { startService, type RunningService } from '../../bin/service.js';
 import { client } from '../helpers/service.js';
 import { freshDatabaseUrl } from '../helpers/db.js';
-import { skipWithoutRuntime, sh, waitState } from '../helpers/runtime.js';
+import { pollUntil, sameLoopOnHost, skipWithoutRuntime, sh, waitState } from '../helpers/runtime.js';
 
 /**
  * Never pretend (issue 12, item 3): on a machine without cgroups (here: GATEWAY_CGROUP_ROOT
@@ -54,10 +54,12 @@ describe('environment host without cgroups: refuses, or runs insecure and says s
     expect(err, JSON.stringify(logs)).to.exist;
     expect(err.missing.join(' ')).to.match(/no memory controller/);
     const api = client(svc.apiUrl, key);
-    const env = await api.post('/v1/environments', { end_user_id: 'u' });
-    await new Promise((r) => setTimeout(r, 300));
-    expect((await api.get(`/v1/environments/${env.body.id}`)).body.state).to.equal('pending');
+    // No host started, none registered: nothing exists that could place an environment
+    // (placement is only ever a host's), so no wait can change the answer below.
     expect((await api.get('/v1/hosts')).body.data).to.deep.equal([]);
+    const env = await api.post('/v1/environments', { end_user_id: 'u' });
+    expect(env.status).to.equal(201);
+    expect((await api.get(`/v1/environments/${env.body.id}`)).body).to.include({ state: 'pending', host_id: null });
   });
 
   it('with GATEWAY_RUNTIME_INSECURE=1: runs, warns, reports the missing isolation; suspend stops every process, resume continues them', async () => {
@@ -72,17 +74,21 @@ describe('environment host without cgroups: refuses, or runs insecure and says s
     const env = (await api.post('/v1/environments', { end_user_id: 'u', resources: { cpus: 1, memory_mib: 512 } })).body;
     await waitState(api, env.id, 'running');
     await sh(api, env.id, 'nohup sh -c \'i=0; while :; do i=$((i+1)); echo $i > c.new; mv c.new counter; sleep 0.05; done\' >/dev/null 2>&1 &');
-    await new Promise((r) => setTimeout(r, 300));
+    const counter = join(svc.dataDir, 'environments', env.id, 'disk', 'counter');
+    const read = (): number => (existsSync(counter) ? Number(readFileSync(counter, 'utf8')) : 0);
+    // Counting (past 10: a count restarted from 1 would show below it).
+    expect(await pollUntil(read, (n) => n >= 10)).to.be.at.least(10);
     await api.post(`/v1/environments/${env.id}/suspend`);
     await waitState(api, env.id, 'suspended');
-    const read = (): number => Number(readFileSync(join(svc.dataDir, 'environments', env.id, 'disk', 'counter'), 'utf8'));
     const frozen = read();
-    await new Promise((r) => setTimeout(r, 400));
-    expect(read()).to.equal(frozen);
+    // Stays put while the very same loop, run on the host, counts 10 (not a fixed sleep:
+    // a loaded machine slows both alike).
+    await sameLoopOnHost(10);
+    expect(read(), 'the counter moved while suspended').to.equal(frozen);
     await api.post(`/v1/environments/${env.id}/resume`);
     await waitState(api, env.id, 'running');
-    await new Promise((r) => setTimeout(r, 300));
-    expect(read()).to.be.greaterThan(frozen);
+    const after = await pollUntil(read, (n) => n !== frozen);
+    expect(after, 'the counter did not go on after the resume').to.be.greaterThan(frozen);
     const timeout = await api.post(`/v1/environments/${env.id}/exec`, { command: ['/bin/sh', '-c', 'sleep 300'], timeout_secs: 1 });
     expect(timeout.body.error).to.equal('exec_timeout');
     expect((await sh(api, env.id, 'ps -eo args --no-headers | grep -c "^sleep 300" || true')).stdout).to.equal('0\n');

@@ -1,8 +1,8 @@
 import { expect } from 'chai';
-import { existsSync } from 'node:fs';
 import { startBrowserWorld, CHROMIUM, type BrowserWorld } from '../helpers/browser-world.js';
 import { RawCdp } from '../helpers/cdp-client.js';
 import { skipWithoutRuntime } from '../helpers/runtime.js';
+import { chromiumUnavailable, skipOrFailInCI } from '../helpers/ci-gate.js';
 
 /**
  * Issue 23, finding 3 (critical): on its own page session the agent listed every target of
@@ -24,7 +24,7 @@ describe('attack: another lease\'s targets, sessions and context (raw CDP)', fun
   let theirContext: string;
 
   before(async function () {
-    if (!existsSync(CHROMIUM)) this.skip();
+    skipOrFailInCI(this, chromiumUnavailable(CHROMIUM));
     skipWithoutRuntime(this);
     w = await startBrowserWorld();
     // Two leases of one environment (one browser, two contexts): the closest neighbours there are.

@@ -5,6 +5,7 @@ import { join } from 'node:path';
 import { startBrowserWorld, CHROMIUM, hasFiles, type BrowserWorld } from '../helpers/browser-world.js';
 import { RawCdp } from '../helpers/cdp-client.js';
 import { skipWithoutRuntime } from '../helpers/runtime.js';
+import { chromiumUnavailable, skipOrFailInCI } from '../helpers/ci-gate.js';
 
 /**
  * Issue 23, finding 2 (critical): `Browser.setDownloadBehavior` passed with the agent's
@@ -20,7 +21,7 @@ describe('attack: a download into a host directory', function () {
   let target: string;
 
   before(async function () {
-    if (!existsSync(CHROMIUM)) this.skip();
+    skipOrFailInCI(this, chromiumUnavailable(CHROMIUM));
     skipWithoutRuntime(this);
     w = await startBrowserWorld();
     target = mkdtempSync(join(tmpdir(), 'gw-root-only-'));

@@ -1,10 +1,11 @@
 import { expect } from 'chai';
-import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { startBrowserWorld, CHROMIUM, type BrowserWorld } from '../helpers/browser-world.js';
 import { RawCdp } from '../helpers/cdp-client.js';
 import { sh, skipWithoutRuntime, waitState } from '../helpers/runtime.js';
+import { chromiumUnavailable, skipOrFailInCI } from '../helpers/ci-gate.js';
 
 /**
  * Issue 23, finding 1 (critical): `DOM.setFileInputFiles` with a host path and a FileReader
@@ -21,7 +22,7 @@ describe('attack: host files through the browser (file inputs, file:// pages)', 
   const CANARY = 'CANARY-host-file-5b0c1e';
 
   before(async function () {
-    if (!existsSync(CHROMIUM)) this.skip();
+    skipOrFailInCI(this, chromiumUnavailable(CHROMIUM));
     skipWithoutRuntime(this);
     w = await startBrowserWorld({ GATEWAY_RUNTIME: 'process' });
     // A secret file in DATA_DIR (where the master key lives) and one elsewhere on the host.

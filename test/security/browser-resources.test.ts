@@ -1,9 +1,10 @@
 import { expect } from 'chai';
-import { existsSync, readFileSync } from 'node:fs';
+import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { startBrowserWorld, CHROMIUM, type BrowserWorld } from '../helpers/browser-world.js';
 import { RawCdp } from '../helpers/cdp-client.js';
 import { sh, skipWithoutRuntime, waitState } from '../helpers/runtime.js';
+import { chromiumUnavailable, skipOrFailInCI } from '../helpers/ci-gate.js';
 
 /**
  * Issue 23, finding 6: the relay accepted 256 MiB frames (six 200 MiB frames took the
@@ -17,7 +18,7 @@ describe('attack: the browser\'s resources (frames, pages)', function () {
   let w: BrowserWorld;
 
   before(async function () {
-    if (!existsSync(CHROMIUM)) this.skip();
+    skipOrFailInCI(this, chromiumUnavailable(CHROMIUM));
     skipWithoutRuntime(this);
     w = await startBrowserWorld({ GATEWAY_BROWSER_PAGES_PER_LEASE: '3', GATEWAY_RUNTIME: 'process' });
   });

@@ -4,6 +4,7 @@ import { join } from 'node:path';
 import { startBrowserWorld, CHROMIUM, type BrowserWorld } from '../helpers/browser-world.js';
 import { RawCdp } from '../helpers/cdp-client.js';
 import { skipWithoutRuntime } from '../helpers/runtime.js';
+import { chromiumUnavailable, skipOrFailInCI } from '../helpers/ci-gate.js';
 
 /**
  * Issue 23, findings 1, 5 and 6: the browser ran as the service's uid (root) with
@@ -17,7 +18,7 @@ describe('attack: the browser as a way onto the host (its sandbox)', function ()
   let w: BrowserWorld;
 
   before(async function () {
-    if (!existsSync(CHROMIUM)) this.skip();
+    skipOrFailInCI(this, chromiumUnavailable(CHROMIUM));
     // Per-environment uids and cgroups need what the process runtime needs (root, bubblewrap).
     skipWithoutRuntime(this);
     w = await startBrowserWorld();

@@ -1,8 +1,8 @@
 import { expect } from 'chai';
-import { existsSync } from 'node:fs';
 import { startBrowserWorld, CHROMIUM, SESSION_SECRET, type BrowserWorld } from '../helpers/browser-world.js';
 import { RawCdp } from '../helpers/cdp-client.js';
 import { skipWithoutRuntime } from '../helpers/runtime.js';
+import { chromiumUnavailable, skipOrFailInCI } from '../helpers/ci-gate.js';
 
 /**
  * Issue 23, item 4: a signed-in profile's HttpOnly cookies are credentials, like the secrets
@@ -16,7 +16,7 @@ describe('attack: reading the profile\'s session cookie through CDP', function (
   let w: BrowserWorld;
 
   before(async function () {
-    if (!existsSync(CHROMIUM)) this.skip();
+    skipOrFailInCI(this, chromiumUnavailable(CHROMIUM));
     skipWithoutRuntime(this);
     w = await startBrowserWorld();
   });

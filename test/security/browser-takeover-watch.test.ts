@@ -1,9 +1,9 @@
 import { expect } from 'chai';
-import { existsSync } from 'node:fs';
 import { WebSocket } from 'ws';
 import { startBrowserWorld, CHROMIUM, type BrowserWorld } from '../helpers/browser-world.js';
 import { RawCdp } from '../helpers/cdp-client.js';
 import { skipWithoutRuntime, waitState } from '../helpers/runtime.js';
+import { chromiumUnavailable, skipOrFailInCI } from '../helpers/ci-gate.js';
 
 /**
  * Issue 23, finding 4 (high): during a takeover the agent's commands were refused but its
@@ -19,7 +19,7 @@ describe('attack: watching what a person types during a takeover', function () {
   let w: BrowserWorld;
 
   before(async function () {
-    if (!existsSync(CHROMIUM)) this.skip();
+    skipOrFailInCI(this, chromiumUnavailable(CHROMIUM));
     skipWithoutRuntime(this);
     w = await startBrowserWorld({ GATEWAY_RUNTIME: 'process' });
   });
@@ -73,17 +73,22 @@ describe('attack: watching what a person types during a takeover', function () {
     // The address is shown, outside the page.
     for (let i = 0; i < 100 && !shown.length; i++) await new Promise((r) => setTimeout(r, 20));
     expect(shown.at(-1)).to.include({ url: 'https://app.example.com/form', origin: 'https://app.example.com' });
-    // Click into the field, then type.
-    viewer.send(JSON.stringify({ type: 'mouse', event: 'down', x: 20, y: 15, button: 'left' }));
-    viewer.send(JSON.stringify({ type: 'mouse', event: 'up', x: 20, y: 15, button: 'left' }));
+    // A session of the broker's own reads the page. The person types once the page, loaded
+    // afresh at takeover, is there and its field has the focus (as a person would, seeing it).
+    const found = w.t.svc.browserBroker.browserOf(l.id)!;
+    const probe = await found.browser.attach(found.browser.page(l.id)!.targetId);
+    const read = async (expr: string): Promise<unknown> => (await probe.send('Runtime.evaluate', { expression: expr, returnByValue: true })).result.value;
+    for (let i = 0; i < 400 && (await read('document.readyState === "complete" && document.activeElement && document.activeElement.id')) !== 'pw'; i++) {
+      // Click into the field (what a person does when the page is up).
+      viewer.send(JSON.stringify({ type: 'mouse', event: 'down', x: 20, y: 15, button: 'left' }));
+      viewer.send(JSON.stringify({ type: 'mouse', event: 'up', x: 20, y: 15, button: 'left' }));
+      await new Promise((r) => setTimeout(r, 25));
+    }
+    expect(await read('document.activeElement && document.activeElement.id')).to.equal('pw');
     for (const ch of 'hunter2') {
       viewer.send(JSON.stringify({ type: 'key', event: 'down', key: ch, code: `Key${ch.toUpperCase()}`, text: ch }));
       viewer.send(JSON.stringify({ type: 'key', event: 'up', key: ch, code: `Key${ch.toUpperCase()}` }));
     }
-    // The keys arrived in the page (a session of the broker's own reads the field).
-    const found = w.t.svc.browserBroker.browserOf(l.id)!;
-    const probe = await found.browser.attach(found.browser.page(l.id)!.targetId);
-    const read = async (expr: string): Promise<unknown> => (await probe.send('Runtime.evaluate', { expression: expr, returnByValue: true })).result.value;
     for (let i = 0; i < 200 && (await read('document.getElementById("pw").value')) !== 'hunter2'; i++) await new Promise((r) => setTimeout(r, 25));
     expect(await read('document.getElementById("pw").value')).to.equal('hunter2');
     // Nothing of the agent's trap survived the takeover: no binding, no listener, no log.

@@ -6,6 +6,7 @@ import { join } from 'node:path';
 import { startTestService, type TestService } from '../helpers/service.js';
 import { startFakeUpstream, type FakeUpstream } from '../helpers/upstream.js';
 import { exec, sh, skipWithoutRuntime, waitState } from '../helpers/runtime.js';
+import { skipOrFailInCI } from '../helpers/ci-gate.js';
 import { ProcessDriver, sandboxUid } from '../../hosts/drivers/process.js';
 import { silentLogger } from '../../lib/log.js';
 
@@ -132,7 +133,7 @@ describe('security: disk_gib is enforced (issue 24, item 4)', function () {
 
   it('a disk the host has no room for is refused at start (the service keeps its reserve), never overcommitted', async function () {
     const fs = statfsSync(join(t.svc.dataDir, 'environments'));
-    if (fs.bavail * fs.bsize > 150 * GIB) this.skip(); // this machine has room for 200 GiB: nothing to refuse
+    skipOrFailInCI(this, fs.bavail * fs.bsize > 150 * GIB ? 'this machine has room for a 200 GiB disk: nothing to refuse' : null);
     const big = await t.api.post('/v1/environments', { end_user_id: 'disk-hog', resources: { cpus: 1, memory_mib: 512, disk_gib: 200 } });
     const e = await waitState(t.api, big.body.id, 'failed');
     expect(e.failure_reason).to.match(/no room for a 200 GiB disk/);

@@ -4,6 +4,7 @@ import { readdirSync, readlinkSync, statSync } from 'node:fs';
 import { randomBytes } from 'node:crypto';
 import { startTestService, type TestService } from '../helpers/service.js';
 import { sh, skipWithoutRuntime, waitState } from '../helpers/runtime.js';
+import { skipOrFailInCI } from '../helpers/ci-gate.js';
 import { ProcessDriver, sandboxUid } from '../../hosts/drivers/process.js';
 
 /**
@@ -60,7 +61,7 @@ describe('security: network_sealed is the sandbox\'s real network namespace (iss
     try {
       execFileSync('/usr/bin/ip', ['tuntap', 'add', 'mode', 'tun', 'name', link], { stdio: 'ignore' });
     } catch {
-      this.skip(); // no tun device on this machine
+      skipOrFailInCI(this, 'no tun device on this machine (ip tuntap add failed)');
     }
     execFileSync('/usr/bin/ip', ['link', 'set', link, 'netns', pid!]);
     expect(driver.networkSealed(envId)).to.equal(false);

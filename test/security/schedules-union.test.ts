@@ -3,6 +3,7 @@ import { startTestService, type TestService } from '../helpers/service.js';
 import { createAgentService, type AgentService } from '../../environments/agent.service.js';
 import { silentLogger } from '../../lib/log.js';
 import { runtimeUnavailable, sh, waitState } from '../helpers/runtime.js';
+import { skipOrFailInCI } from '../helpers/ci-gate.js';
 
 /**
  * Issue 24, item 5: "min_interval_secs holds per expression only. 15 offset crons plus 5
@@ -83,7 +84,7 @@ describe('schedules: min_interval_secs between any two runs of the agent\'s whol
   });
 
   it('through the control socket from inside an environment: 400 interval_too_short naming the colliding schedule', async function () {
-    if (runtimeUnavailable()) this.skip();
+    skipOrFailInCI(this, runtimeUnavailable());
     const e = await waitState(t.api, (await newEnv()).id, 'running');
     const put = async (key: string, body: unknown) => {
       const r = await sh(t.api, e.id, `curl -sS -X PUT -H 'content-type: application/json' --data-binary @- --unix-socket /run/service/control.sock http://control/schedules/${key}`, { stdin: JSON.stringify(body) });

@@ -108,9 +108,36 @@ describe('gateway proxy mechanics', function () {
     onAudit = null;
   });
 
+  /** Waits (up to 5 s) until n entries are written; then there must be exactly n. */
   async function auditWritten(n = 1) {
-    for (let i = 0; i < 100 && audit.length < n; i++) await new Promise((r) => setTimeout(r, 10));
+    await until(() => audit.length >= n);
     expect(audit).to.have.length(n);
+  }
+
+  /** Polls `cond` every 10 ms until it holds or `ms` pass (the caller asserts after). */
+  async function until(cond: () => boolean, ms = 5_000): Promise<void> {
+    const deadline = Date.now() + ms;
+    while (!cond() && Date.now() < deadline) await new Promise((r) => setTimeout(r, 10));
+  }
+
+  /**
+   * A barrier for "nothing more happens": one more request, through a new connection,
+   * answered and audited. Whatever an earlier exchange still had queued (a second audit
+   * entry, say) runs on the same event loop before this whole round trip completes.
+   */
+  async function barrier(): Promise<void> {
+    const respond = up.respond;
+    up.respond = (_req, res) => res.end('barrier');
+    const dispatcher = agent();
+    try {
+      const before = audit.length;
+      const r = await request('https://other.example.com/barrier', { dispatcher });
+      expect(await r.body.text()).to.equal('barrier');
+      await until(() => audit.some((e, i) => i >= before && e.path === '/barrier'));
+    } finally {
+      up.respond = respond;
+      await dispatcher.close();
+    }
   }
 
   const agent = (password = 'pw') =>
@@ -239,11 +266,13 @@ describe('gateway proxy mechanics', function () {
     it('a slow reader gets a 32 MiB response whole, and the upstream waits for it (paused, not buffered in the gateway)', async () => {
       const size = 32 * 1024 * 1024;
       let upstreamDone = false;
+      let sent = 0;
+      let lastProgress = performance.now();
       up.respond = (_req, res) => {
         res.writeHead(200, { 'content-type': 'application/octet-stream', 'content-length': size });
         const chunk = Buffer.alloc(256 * 1024, 9);
-        let sent = 0;
         const pump = () => {
+          lastProgress = performance.now();
           while (sent < size) {
             sent += chunk.length;
             if (!res.write(chunk)) return void res.once('drain', pump);
@@ -254,8 +283,13 @@ describe('gateway proxy mechanics', function () {
       };
       const r = await request('https://api.stripe.com/huge', { dispatcher: agent() });
       expect(r.statusCode).to.equal(200);
-      await new Promise((res) => setTimeout(res, 400));
+      // The condition waited on: the upstream finished, or it has been held at a 'drain' that
+      // does not come (no write got through for 300 ms, while on loopback a chunk takes well
+      // under a millisecond). A gateway that buffered would let it run to the end first.
+      await until(() => upstreamDone || performance.now() - lastProgress > 300, 15_000);
       expect(upstreamDone, 'the upstream could not finish while the agent read nothing').to.equal(false);
+      // Held at a few MiB (socket buffers on each hop; 8 MiB measured here), far from the end.
+      expect(sent, 'what the upstream could write before it was held').to.be.below(size * 0.75);
       let got = 0;
       for await (const c of r.body) got += (c as Buffer).length;
       expect(got).to.equal(size);
@@ -279,11 +313,11 @@ describe('gateway proxy mechanics', function () {
         const r = await request('https://api.stripe.com/stream', { dispatcher });
         for await (const _c of r.body) break; // one chunk, then the agent is gone
         await dispatcher.destroy();
-        for (let i = 0; i < 100 && !upstreamClosed; i++) await new Promise((res) => setTimeout(res, 10));
+        await until(() => upstreamClosed);
         expect(upstreamClosed, 'the upstream request was aborted').to.equal(true);
         await auditWritten();
-        await new Promise((res) => setTimeout(res, 50));
-        expect(audit).to.have.length(1);
+        await barrier();
+        expect(audit.filter((e) => e.path === '/stream'), 'one entry for the request').to.have.length(1);
         expect(audit[0]).to.include({ status: 200, upstream_status: 200 });
         expect(audit[0]!.bytes_out).to.be.greaterThan(0);
       } finally {
@@ -298,11 +332,11 @@ describe('gateway proxy mechanics', function () {
       };
       const dispatcher = agent();
       const pending = request('https://api.stripe.com/slow', { dispatcher }).catch(() => null);
-      for (let i = 0; i < 100 && up.seen.length === 0; i++) await new Promise((res) => setTimeout(res, 10));
+      await until(() => up.seen.length > 0);
       expect(up.seen, 'the request reached the upstream').to.have.length(1);
       await dispatcher.destroy();
       await pending;
-      for (let i = 0; i < 100 && !upstreamClosed; i++) await new Promise((res) => setTimeout(res, 10));
+      await until(() => upstreamClosed);
       expect(upstreamClosed, 'the upstream request was aborted').to.equal(true);
       await auditWritten();
       expect(audit[0]).to.include({ status: 499, reason: 'client_disconnected_after_forward', upstream_status: null });

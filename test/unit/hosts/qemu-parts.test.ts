@@ -3,6 +3,7 @@ import { spawnSync } from 'node:child_process';
 import { join } from 'node:path';
 import { cpio } from '../../../hosts/drivers/qemu-image.js';
 import { surfacePayload } from '../../../hosts/drivers/qemu.js';
+import { skipOrFailInCI } from '../../helpers/ci-gate.js';
 
 /**
  * The qemu runtime's pure parts (issue 16), without QEMU: the initramfs writer, the SURFACE
@@ -67,7 +68,7 @@ describe('qemu runtime parts', () => {
   });
 
   it('the in-guest agent compiles warning-free as C (where gcc is)', function () {
-    if (spawnSync('sh', ['-c', 'command -v gcc']).status !== 0) return this.skip();
+    skipOrFailInCI(this, spawnSync('sh', ['-c', 'command -v gcc']).status !== 0 ? 'gcc is not installed (apt-get install gcc libc6-dev; .ci/run does)' : null);
     {
       const r = spawnSync('gcc', ['-O2', '-Wall', '-Wextra', '-Wno-format-truncation', '-fsyntax-only', join(import.meta.dirname, '..', '..', '..', 'hosts', 'drivers', 'qemu-guest', 'agent.c')], { encoding: 'utf8' });
       expect(r.stderr).to.equal('');
