@@ -55,9 +55,14 @@ export class CdpPipe {
     return this.#closed;
   }
 
-  onClose(f: () => void): void {
-    if (this.#closed) f();
-    else this.#onClose.add(f);
+  /** Calls `f` when the browser is gone; returns the unsubscribe (an agent connection that ends first). */
+  onClose(f: () => void): () => void {
+    if (this.#closed) {
+      f();
+      return () => {};
+    }
+    this.#onClose.add(f);
+    return () => this.#onClose.delete(f);
   }
 
   #data(d: Buffer): void {

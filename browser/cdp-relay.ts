@@ -276,6 +276,7 @@ export function relayCdp(client: WebSocket, browser: EnvBrowser, contextId: stri
     if (closed) return;
     closed = true;
     unsubscribe();
+    offPipe();
     if (client.readyState === WebSocket.OPEN || client.readyState === WebSocket.CONNECTING) client.close(code, reason);
     // Detach every session this connection had: with them go its bindings, scripts and
     // subscriptions (issue 23, item 3). Children first, then the browser session itself.
@@ -290,7 +291,7 @@ export function relayCdp(client: WebSocket, browser: EnvBrowser, contextId: stri
   };
   client.on('close', () => void close());
   client.on('error', () => void close());
-  pipe.onClose(() => void close(1011, 'the browser ended'));
+  const offPipe = pipe.onClose(() => void close(1011, 'the browser ended'));
 
   void pipe.request('Target.attachToBrowserTarget').then((a) => {
     const sid = (a.result as { sessionId?: string } | undefined)?.sessionId;

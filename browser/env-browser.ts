@@ -141,9 +141,12 @@ export class EnvBrowser {
     for (const l of this.#leases.values()) if (l.contextId === t.browserContextId) l.origins.add(o);
   }
 
+  /** Contexts where the broker is opening a page of its own (not yet known as internal: never capped). */
+  readonly #brokerOpening = new Map<string, number>();
+
   /** A popup past the cap (window.open) is closed as it appears. */
   #enforceCap(t: TargetInfo): void {
-    if (t.type !== PAGE || !t.browserContextId || this.#internal.has(t.targetId)) return;
+    if (t.type !== PAGE || !t.browserContextId || this.#internal.has(t.targetId) || this.#brokerOpening.get(t.browserContextId)) return;
     if (this.pages(t.browserContextId).length > this.pagesPerLease) {
       void this.pipe.request('Target.closeTarget', { targetId: t.targetId });
     }
@@ -334,8 +337,16 @@ export class EnvBrowser {
    * itself (Fetch), so localStorage can be read or written without a request leaving.
    */
   async #onOrigins(contextId: string, origins: string[], f: (origin: string, s: CdpSession) => Promise<void>): Promise<void> {
-    const { targetId } = await this.pipe.send<{ targetId: string }>('Target.createTarget', { url: 'about:blank', browserContextId: contextId });
-    this.#internal.add(targetId);
+    this.#brokerOpening.set(contextId, (this.#brokerOpening.get(contextId) ?? 0) + 1);
+    let targetId: string;
+    try {
+      ({ targetId } = await this.pipe.send<{ targetId: string }>('Target.createTarget', { url: 'about:blank', browserContextId: contextId }));
+      this.#internal.add(targetId);
+    } finally {
+      const n = (this.#brokerOpening.get(contextId) ?? 1) - 1;
+      if (n > 0) this.#brokerOpening.set(contextId, n);
+      else this.#brokerOpening.delete(contextId);
+    }
     const s = await this.attach(targetId);
     try {
       s.on('Fetch.requestPaused', (p: { requestId: string; resourceType: string }) => {

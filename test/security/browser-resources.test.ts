@@ -77,6 +77,27 @@ describe('attack: the browser\'s resources (frames, pages)', function () {
     await w.t.api.post(`/v1/browser/leases/${l.id}/release`);
   });
 
+  it('a write lease at its page cap is still saved (the broker\'s own page that reads localStorage is never capped)', async () => {
+    const e = await w.env('cap-saver');
+    const profile = (await w.t.api.post('/v1/browser/profiles', { end_user_id: 'cap-saver', name: 'p' })).body;
+    const l = await w.lease(e.id, { profile_id: profile.id });
+    const agent = await RawCdp.connect(l.cdp_url);
+    const pages: Array<{ targetId: string; sessionId: string }> = [];
+    for (let i = 0; i < 3; i++) pages.push(await agent.newPage());
+    await agent.navigate(pages[0]!.sessionId, 'https://app.example.com/login');
+    await agent.evaluate(pages[0]!.sessionId, 'localStorage.setItem("k", "v"), 1');
+    agent.close();
+    expect((await w.t.api.post(`/v1/browser/leases/${l.id}/release`)).status).to.equal(200);
+    let done: any;
+    for (let i = 0; i < 200; i++) {
+      done = (await w.t.api.get(`/v1/browser/leases/${l.id}`)).body;
+      if (done.state === 'released') break;
+      await new Promise((r) => setTimeout(r, 25));
+    }
+    expect(done).to.include({ state: 'released', save_outcome: 'saved' });
+    expect((await w.t.api.get(`/v1/browser/profiles/${profile.id}`)).body.version).to.equal(1);
+  });
+
   it('pages per lease are capped: createTarget past the cap is refused, a popup past it is closed as it opens', async () => {
     const e = await w.env();
     const l = await w.lease(e.id);
