@@ -105,22 +105,35 @@ export function unionCollision(others: FireSource[], candidate: FireSource, minM
   const oneOffs = rest.filter((o) => !o.cron && o.at != null);
   const crons = rest.filter((o) => o.cron);
 
+  // Of several collisions, the closest is named (whatever order the rows came in: SQLite and
+  // MySQL return them differently); a tie goes to the smaller key.
+  let best: Collision | null = null;
+  const consider = (c: Collision): void => {
+    const d = Math.abs(c.fire - c.other);
+    const bd = best ? Math.abs(best.fire - best.other) : Infinity;
+    if (d < bd || (d === bd && best && c.key < best.key)) best = c;
+  };
   if (!candidate.cron) {
     const at = candidate.at!;
-    for (const o of oneOffs) if (Math.abs(o.at! - at) < minMs) return { key: o.key, fire: at, other: o.at! };
+    for (const o of oneOffs) if (Math.abs(o.at! - at) < minMs) consider({ key: o.key, fire: at, other: o.at! });
     for (const o of crons) {
-      const f = timesOf(o)?.next(Math.max(at - minMs, now - 1)) ?? null;
-      if (f !== null && f < at + minMs) return { key: o.key, fire: at, other: f };
+      const times = timesOf(o);
+      // The cron's fires within (at - min, at + min): the closest one to `at`.
+      for (let f = times?.next(Math.max(at - minMs, now - 1)) ?? null; f !== null && f < at + minMs; f = times!.next(f)) {
+        consider({ key: o.key, fire: at, other: f });
+      }
     }
-    return null;
+    return best;
   }
 
   const mine = timesOf(candidate);
   if (!mine) return null;
   for (const o of oneOffs) {
-    const f = mine.next(Math.max(o.at! - minMs, now - 1));
-    if (f !== null && f < o.at! + minMs) return { key: o.key, fire: f, other: o.at! };
+    for (let f = mine.next(Math.max(o.at! - minMs, now - 1)); f !== null && f < o.at! + minMs; f = mine.next(f)) {
+      consider({ key: o.key, fire: f, other: o.at! });
+    }
   }
+  if (best) return best;
 
   const heap = new Heap();
   const add = (key: string, candidate: boolean, times: CronTimes | null): void => {

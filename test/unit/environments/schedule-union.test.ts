@@ -13,6 +13,10 @@ describe('schedule union: min_interval_secs between any two runs of the set', ()
 
   const cases: Array<{ name: string; others: FireSource[]; add: FireSource; hit: string | null }> = [
     { name: 'offset hourly crons: the second, 4 minutes after the first', others: [cron('c0', '0 * * * *')], add: cron('c4', '4 * * * *'), hit: 'c0' },
+    // Named: the closest, whatever order the rows come in (a regression: MySQL returned m16 first and it was named).
+    { name: 'a one-off 2 minutes after one cron and 14 before another names the closer, rows in either order', others: [cron('m16', '16 * * * *'), cron('m0', '0 * * * *')], add: at('o', '2027-01-04T11:02:00Z'), hit: 'm0' },
+    { name: 'the same, the rows the other way round', others: [cron('m0', '0 * * * *'), cron('m16', '16 * * * *')], add: at('o', '2027-01-04T11:02:00Z'), hit: 'm0' },
+    { name: 'a cron near two one-offs names the closer one-off', others: [at('far', '2027-01-04T11:10:00Z'), at('near', '2027-01-04T11:01:00Z')], add: cron('c', '0 * * * *'), hit: 'near' },
     { name: 'offset hourly crons 30 minutes apart keep 15 minutes', others: [cron('c0', '0 * * * *')], add: cron('c30', '30 * * * *'), hit: null },
     { name: 'a cron 15 minutes after another is exactly the minimum: allowed', others: [cron('c0', '0 * * * *')], add: cron('c15', '15 * * * *'), hit: null },
     { name: 'across the hour: 55 past and on the hour are 5 minutes apart', others: [cron('c55', '55 * * * *')], add: cron('c0', '0 * * * *'), hit: 'c55' },
