@@ -115,6 +115,17 @@ export function chromiumBinary(executablePath: string): string {
   return executablePath;
 }
 
+/**
+ * The last lines Chromium wrote, fit for the service's log: its routine noise dropped, and
+ * every URL replaced (a page's address may carry a site's code or token in its path or query;
+ * no token ever reaches a log line).
+ */
+export function logTail(stderr: string): string {
+  return stderr.trim().split('\n').filter((l) => l && !/dbus|crashpad|Fontconfig/.test(l)).slice(-8)
+    .map((l) => l.replace(/\b[a-z][a-z0-9+.-]*:\/\/\S+|\b(?:data|blob|about|javascript):\S+/gi, '<url>'))
+    .join(' | ');
+}
+
 export interface BrowserSandbox {
   pipe: CdpPipe;
   /** The staging directory on the host (bound at /run/gw inside): uploads go under it. */
@@ -200,7 +211,7 @@ export async function startBrowserSandbox(o: BrowserSandboxOptions): Promise<Bro
   ]);
   if (!answered || answered.error) {
     await kill();
-    throw new Error(`Chromium did not start: ${stderr.trim().split('\n').slice(-3).join(' | ').slice(0, 500) || 'no answer within 30 s'}`);
+    throw new Error(`Chromium did not start: ${logTail(stderr).slice(0, 500) || 'no answer within 30 s'}`);
   }
-  return { pipe, stagingDir, proc, exited, kill, stderrTail: () => stderr.trim().split('\n').filter((l) => !/dbus|crashpad|Fontconfig/.test(l)).slice(-8).join(' | ') };
+  return { pipe, stagingDir, proc, exited, kill, stderrTail: () => logTail(stderr) };
 }

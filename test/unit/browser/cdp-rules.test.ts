@@ -1,5 +1,6 @@
 import { expect } from 'chai';
 import { REDACTED, redactSession, sessionMethod, stripHttpOnly, urlAllowed } from '../../../browser/cdp-rules.js';
+import { logTail } from '../../../browser/browser-sandbox.js';
 
 /**
  * The CDP relay's pure rules (issue 23, items 2 and 4): what an agent may send to a session
@@ -66,5 +67,19 @@ describe('CDP rules: the session never reaches the agent', () => {
     expect(out.cookies.map((c) => c.value)).to.deep.equal(['', 'dark']);
     expect(stripHttpOnly(undefined)).to.equal(undefined);
     expect(stripHttpOnly({ other: 1 })).to.deep.equal({ other: 1 });
+  });
+});
+
+describe('the browser\'s log lines', () => {
+  it('keep Chromium\'s last lines without its noise and without any URL (a page address may carry a site\'s token)', () => {
+    const out = logTail([
+      '[1:2:ERROR:dbus/bus.cc] Failed to connect to the bus',
+      '[3:4:FATAL:render_frame_host_impl.cc] Check failed. https://app.example.com/cb?code=4/0AVG-secret-code&state=x',
+      '[5:6:ERROR:navigation] blob:https://app.example.com/1234 data:text/html,<b>s3cret</b> file:///home/x',
+      '',
+    ].join('\n'));
+    expect(out).to.not.match(/dbus|secret|s3cret|app\.example\.com|file:/);
+    expect(out).to.include('Check failed. <url>');
+    expect(out.split(' | ')).to.have.length(2);
   });
 });
