@@ -19,6 +19,12 @@ export interface AppParts {
   consoleRouter?: Router;
   /** Routers behind the API key, mounted under /v1. */
   routers: Router[];
+  /**
+   * Operations routes at the root, before everything else (issue 25): /healthz and /readyz
+   * (no key), /metrics (checks the API key itself). Not under /v1: load balancers and
+   * Prometheus expect them there.
+   */
+  rootRouters?: Router[];
 }
 
 /** One route of the API as the router holds it (for the route-enumerating fuzz test and docs). */
@@ -68,6 +74,7 @@ export function createApp(parts: AppParts): Express {
     next();
   });
   app.use(decodableUrl);
+  for (const r of parts.rootRouters ?? []) app.use(r);
   if (parts.consoleRouter) app.use('/console', parts.consoleRouter);
   for (const r of parts.publicRouters ?? []) app.use('/v1', r);
   // Who is asking, from the headers alone; then the body (issue 9, hole 8).
