@@ -4,6 +4,8 @@ import type { AccountsService } from '../accounts/accounts.service.js';
 import { apiKeyAuth } from './middleware/auth.js';
 import { jsonBody, rejectBadBody } from './middleware/json-body.js';
 import { decodableUrl, errorHandler, noSuchRoute } from './middleware/errors.js';
+import { specOf, type RouteSpec } from './openapi/route-spec.js';
+import { buildOpenApiDocument, type DocumentedRoute } from './openapi/document.js';
 
 export interface AppParts {
   log: Logger;
@@ -25,17 +27,24 @@ export interface AppParts {
    * Prometheus expect them there.
    */
   rootRouters?: Router[];
+  /**
+   * WebSocket endpoints the HTTP server's `upgrade` handler serves, not Express: listed in
+   * the OpenAPI document only (api/routes/browser.ts BROWSER_WEBSOCKETS).
+   */
+  websockets?: readonly DocumentedRoute[];
 }
 
-/** One route of the API as the router holds it (for the route-enumerating fuzz test and docs). */
+/** One route of the API as the router holds it (for the route-enumerating fuzz test and the OpenAPI document). */
 export interface RouteInfo {
   method: string;
-  /** The Express path under /v1, e.g. `/v1/environments/:id/suspend`. */
+  /** The Express path: under /v1 (`/v1/environments/:id/suspend`), or at the root for rootRouters (`/healthz`). */
   path: string;
-  /** Reachable without an API key. */
+  /** Mounted before the API-key check: a public router's, or a root router's (which checks a key itself if it needs one). */
   public: boolean;
   /** Takes no body: a bodiless method, or marked with noBody. */
   bodiless: boolean;
+  /** The route's describeRoute annotation (api/openapi/route-spec.ts), if it has one. */
+  spec?: RouteSpec;
 }
 
 interface RouterLayer {
@@ -43,21 +52,24 @@ interface RouterLayer {
 }
 
 /** Every route of these routers, read from the routers themselves (a route added later is listed too). */
-export function listRoutes(parts: Pick<AppParts, 'routers' | 'publicRouters'>): RouteInfo[] {
+export function listRoutes(parts: Pick<AppParts, 'routers' | 'publicRouters' | 'rootRouters'>): RouteInfo[] {
   const out: RouteInfo[] = [];
-  const walk = (r: Router, isPublic: boolean) => {
+  const walk = (r: Router, isPublic: boolean, prefix: string) => {
     for (const layer of (r as unknown as { stack: RouterLayer[] }).stack) {
       const route = layer.route;
       if (!route) continue;
       for (const m of Object.keys(route.methods)) {
         const method = m.toUpperCase();
-        const marked = route.stack.some((l) => (l.method === undefined || l.method === m) && (l.handle as { takesNoBody?: boolean }).takesNoBody === true);
-        out.push({ method, path: `/v1${route.path}`, public: isPublic, bodiless: BODILESS.has(method) || marked });
+        const mine = route.stack.filter((l) => l.method === undefined || l.method === m);
+        const marked = mine.some((l) => (l.handle as { takesNoBody?: boolean }).takesNoBody === true);
+        const spec = mine.map((l) => specOf(l.handle)).find((s) => s !== undefined);
+        out.push({ method, path: `${prefix}${route.path}`, public: isPublic, bodiless: BODILESS.has(method) || marked, ...(spec ? { spec } : {}) });
       }
     }
   };
-  for (const r of parts.publicRouters ?? []) walk(r, true);
-  for (const r of parts.routers) walk(r, false);
+  for (const r of parts.rootRouters ?? []) walk(r, true, '');
+  for (const r of parts.publicRouters ?? []) walk(r, true, '/v1');
+  for (const r of parts.routers) walk(r, false, '/v1');
   return out;
 }
 
@@ -84,6 +96,10 @@ export function createApp(parts: AppParts): Express {
   for (const r of parts.routers) app.use('/v1', r);
   app.use(noSuchRoute);
   app.use(errorHandler(parts.log));
-  app.locals.routes = listRoutes(parts);
+  const routes = listRoutes(parts);
+  app.locals.routes = routes;
+  // Generated once, at start, from the routes just mounted (issue 25, item 3); GET
+  // /v1/openapi.json (api/routes/openapi.ts) serves it with `servers` from BASE_URL.
+  app.locals.openapi = buildOpenApiDocument([...routes, ...(parts.websockets ?? []).map((w) => ({ ...w, websocket: true }))]);
   return app;
 }

@@ -198,6 +198,17 @@ export interface ApprovalsDeps {
   onGrantsChanged?: (developerId: string, environmentId: string) => void;
   /** Store polling interval of waitForDecision for decisions made by other processes. */
   waitPollMs?: number;
+  /**
+   * This process's node id (hosts/nodes.service.ts): recorded as `held_by` on the approvals
+   * it requests, since its proxy holds those requests. Null or absent: none recorded.
+   */
+  nodeId?: string | null;
+  /**
+   * Called after the commit of a decision on an approval another node holds, so that node
+   * releases its request at once instead of at its next poll (docs/deploy.md). Fire and
+   * forget: its failure never fails the decision; the holder's poll is the fallback.
+   */
+  onDecidedElsewhere?: (approvalId: string, holderNodeId: string) => Promise<unknown> | void;
   /** Wall clock for the signature tolerance (tests inject it). */
   wallNowMs?: () => number;
 }
@@ -209,7 +220,8 @@ export interface ApprovalsDeps {
  * Waiting for a decision (the gateway holds the agent's request meanwhile): a decision
  * made in this process reaches waiters in-process at once (announce); one
  * made by another process sharing the database is found by a shared poll of the store
- * (one query for all waited ids every waitPollMs). Expiry reaches waiters by a timer at
+ * (one query for all waited ids every waitPollMs), and at once when that process pokes
+ * this one (onDecidedElsewhere there, recheck here: docs/deploy.md). Expiry reaches waiters by a timer at
  * expires_at, by the sweep (expireDue), and on every test-clock advance.
  */
 export function createApprovalsService(deps: ApprovalsDeps) {
@@ -254,6 +266,7 @@ export function createApprovalsService(deps: ApprovalsDeps) {
       grant_id: null,
       expires_at: now + APPROVAL_LIFETIME_MS,
       created_at: now,
+      held_by: deps.nodeId ?? null,
     };
     await withTx(db, async (trx) => {
       await approvalsStore.insert(trx, row);
@@ -403,7 +416,17 @@ export function createApprovalsService(deps: ApprovalsDeps) {
     });
     if (grant) grantsChanged(row.developer_id, row.environment_id);
     announce(row.id, outcomeOf(decided));
+    // Held by another node's proxy: tell it now (a poke of a few ms) rather than at its poll.
+    if (row.held_by && row.held_by !== deps.nodeId) tellHolder(row.id, row.held_by);
     return toApproval(decided, clock.nowMs());
+  }
+
+  function tellHolder(id: string, holder: string): void {
+    try {
+      void Promise.resolve(deps.onDecidedElsewhere?.(id, holder)).catch((err) => log.warn({ err, approval_id: id }, 'telling the holding node failed; its poll will'));
+    } catch (err) {
+      log.warn({ err, approval_id: id }, 'telling the holding node failed; its poll will');
+    }
   }
 
   /**
@@ -585,6 +608,24 @@ export function createApprovalsService(deps: ApprovalsDeps) {
     else if (row && Number(row.expires_at) <= clock.nowMs()) announce(id, EXPIRED);
   }
 
+  /**
+   * Another node decided `id` and says so (hosts/rpc.ts, POST /approvals/decided): the row
+   * is read again and the waits for it here settle. An id nobody here waits on costs
+   * nothing, not even a read, so a poke (authenticated, but never trusted for the outcome)
+   * can do no more than the poll would. Never throws.
+   */
+  async function recheck(id: string): Promise<void> {
+    if (!waiting.has(id)) return;
+    try {
+      const [row] = await approvalsStore.outcomes(db, [id]);
+      if (!row) return;
+      const set = waiting.get(id);
+      if (set) for (const w of [...set]) w.examine(row);
+    } catch (err) {
+      log.warn({ err, approval_id: id }, 'rereading a decided approval failed; the poll will');
+    }
+  }
+
   const unsubscribeAdvance = clock.onAdvance?.(() => {
     // Time jumped (test clock): overdue waits end now, not at their wall-clock timer.
     void pollOnce();
@@ -643,7 +684,7 @@ export function createApprovalsService(deps: ApprovalsDeps) {
   }
 
   return {
-    requestApproval, get, list, listCards, decide, expireDue, pruneUsedSignatures, waitForDecision,
+    requestApproval, get, list, listCards, decide, expireDue, pruneUsedSignatures, waitForDecision, recheck,
     listGrants, revokeGrant, grantsInEffect, close,
   };
 }

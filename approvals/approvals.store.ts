@@ -27,6 +27,11 @@ export interface ApprovalRow {
   details?: string | null;
   decided_at: number | null;
   grant_id: string | null;
+  /**
+   * The node whose proxy holds the agent's request (hosts/nodes.service.ts; migration 0029):
+   * a decision made on another node pokes it. Null for old rows and processes without a node.
+   */
+  held_by?: string | null;
   expires_at: number;
   created_at: number;
 }

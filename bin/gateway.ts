@@ -1,5 +1,5 @@
 #!/usr/bin/env node
-import { ConfigError, loadConfig, type Config } from '../config/config.js';
+import { ConfigError, defaultBaseUrl, loadConfig, type Config } from '../config/config.js';
 import { createLogger } from '../lib/log.js';
 import { createDb } from '../store/db.js';
 import { migrateLatest } from '../store/migrate.js';
@@ -51,14 +51,32 @@ async function main(argv: string[]): Promise<number> {
     const svc = await startService(config, log, { api: command === 'start' });
     if (svc.firstStartKey) printFirstKey(svc.firstStartKey, svc.baseUrl);
     if (command === 'host' && !svc.host) log.error('gateway host: no environment host could start (see above)');
-    log.info({ api_url: svc.apiUrl || null, proxy_url: svc.proxyUrl, base_url: svc.baseUrl, host_id: svc.host?.hostId ?? null }, 'ready');
+    log.info({ api_url: svc.apiUrl || null, proxy_url: svc.proxyUrl, base_url: svc.baseUrl, host_id: svc.host?.hostId ?? null, health_url: svc.healthUrl }, 'ready');
+    // SIGTERM/SIGINT: the graceful stop (bin/service.ts stopGracefully), exit 0. A second
+    // signal, or a stop that outlives the grace by a minute, exits at once with 1.
+    let stopping = false;
     const stop = async (signal: string) => {
-      log.info({ signal }, 'shutting down');
-      await svc.close();
+      if (stopping) {
+        log.warn({ signal }, 'second signal: exiting without finishing the stop');
+        process.exit(1);
+      }
+      stopping = true;
+      log.info({ signal, grace_secs: config.shutdownGraceMs / 1000 }, 'shutting down');
+      setTimeout(() => {
+        log.error('the stop did not finish within a minute after the grace period: exiting');
+        process.exit(1);
+      }, config.shutdownGraceMs + 60_000).unref();
+      try {
+        await svc.close();
+      } catch (err) {
+        log.error({ err }, 'the stop failed');
+        process.exit(1);
+      }
+      log.info('stopped');
       process.exit(0);
     };
-    process.once('SIGINT', () => void stop('SIGINT'));
-    process.once('SIGTERM', () => void stop('SIGTERM'));
+    process.on('SIGINT', () => void stop('SIGINT'));
+    process.on('SIGTERM', () => void stop('SIGTERM'));
     return -1;
   }
 
@@ -99,7 +117,9 @@ async function main(argv: string[]): Promise<number> {
       const accounts = createAccountsService({ db, clock: new ServiceClock() });
       await accounts.ensureDeveloper();
       const members = createMembersService({ db, clock: new ServiceClock() });
-      const base = config.baseUrl ?? `http://${config.host}:${config.apiPort}`;
+      // BASE_URL, else the API's address as `gateway start` would serve it (wildcard binds as loopback).
+      const base = defaultBaseUrl(config);
+      if (!config.baseUrl && config.apiPort === 0) process.stderr.write('note: API_PORT=0 picks a port at start; set BASE_URL so links name the right one\n');
       const [sub, email, name] = rest;
       if (sub === 'create' && email) {
         const { signInToken } = await members.create(DEFAULT_DEVELOPER_ID, { email, name: name ?? email });

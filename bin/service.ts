@@ -68,7 +68,7 @@ import { createAgentService, type AgentService } from '../environments/agent.ser
 import { createUsageService } from '../environments/usage.service.js';
 import { createAgentVersionsService } from '../environments/agent-versions.service.js';
 import { usageRouter } from '../api/routes/usage.js';
-import { browserRouter, browserViewRouter } from '../api/routes/browser.js';
+import { BROWSER_WEBSOCKETS, browserRouter, browserViewRouter } from '../api/routes/browser.js';
 import { createProfilesService } from '../browser/profiles.service.js';
 import { createLeasesService } from '../browser/leases.service.js';
 import { ChromiumBroker } from '../browser/chromium-broker.js';
@@ -78,13 +78,26 @@ import { relayViewer } from '../browser/viewer.js';
 import { hostsStore } from '../hosts/hosts.store.js';
 import { createMembersService } from '../accounts/members.service.js';
 import { teamMembersRouter } from '../api/routes/team-members.js';
+import { openapiRouter } from '../api/routes/openapi.js';
 import { consoleRouter } from '../api/console/console.js';
 import { WebSocketServer } from 'ws';
 import { createHmac } from 'node:crypto';
 import { constantTimeEqual } from '../lib/crypto.js';
-import { hostToken, remoteHost, startHostRpc } from '../hosts/rpc.js';
+import { hostToken, remoteHost, startNodeRpc } from '../hosts/rpc.js';
+import { createNodesService } from '../hosts/nodes.service.js';
 import { environmentsStore } from '../environments/environments.store.js';
 import { fromJson } from '../store/db.js';
+import { noopMetrics } from '../lib/metrics.js';
+import { createPrometheusMetrics } from '../metrics/prometheus.js';
+import { metricsRouter } from '../api/routes/metrics.js';
+import { createReadiness } from '../lib/readiness.js';
+import { healthRouter } from '../api/routes/health.js';
+import { pendingMigrations } from '../store/migrate.js';
+import { defaultBaseUrl, defaultDatabaseUrl } from '../config/config.js';
+import { existsSync } from 'node:fs';
+import { resolve as resolvePath } from 'node:path';
+import { errorHandler, noSuchRoute } from '../api/middleware/errors.js';
+import express from 'express';
 
 export interface RunningService {
   apiUrl: string;
@@ -114,6 +127,11 @@ export interface RunningService {
   dataDir: string;
   /** Exec and files inside environments. */
   runtime: RuntimeService;
+  /** /healthz and /readyz on GATEWAY_HEALTH_PORT (always for `gateway host`); null when only the API port serves them. */
+  healthUrl: string | null;
+  /** Gateway exchanges under way (held ones included): tests wait on it instead of sleeping. */
+  gatewayRequests(): number;
+  /** The graceful stop (SIGTERM); calling it again returns the same promise. */
   close(): Promise<void>;
 }
 
@@ -156,6 +174,19 @@ function answerUnparsable(err: Error & { code?: string }, socket: import('node:s
   socket.end(`HTTP/1.1 400 Bad Request\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\nCache-Control: no-store\r\nConnection: close\r\n\r\n${body}`);
 }
 
+/**
+ * The default store follows DATA_DIR (issue 25, item 8). Before, it was ./data/gateway.sqlite
+ * whatever DATA_DIR said: a deployment that set DATA_DIR elsewhere and kept its store there
+ * would now start on an empty one, so it is told where its old store is.
+ */
+function warnOfLegacyStore(config: Readonly<Config>, log: Logger): void {
+  if (config.databaseUrl !== defaultDatabaseUrl(config.dataDir)) return;
+  const legacy = resolvePath('data', 'gateway.sqlite');
+  if (legacy === resolvePath(config.dataDir, 'gateway.sqlite') || !existsSync(legacy) || existsSync(resolvePath(config.dataDir, 'gateway.sqlite'))) return;
+  log.warn({ legacy_store: legacy, store: resolvePath(config.dataDir, 'gateway.sqlite') },
+    'the default store is now DATA_DIR/gateway.sqlite; a store exists at ./data/gateway.sqlite: move it there, or set DATABASE_URL=sqlite:./data/gateway.sqlite');
+}
+
 /** Deadline of one OAuth token call (exchange, refresh, revoke). */
 const OAUTH_TIMEOUT_MS = 10_000;
 
@@ -164,8 +195,9 @@ const OAUTH_TIMEOUT_MS = 10_000;
  * `opts.api: false` is `gateway host`: the environment host, the gateway proxy its VMs
  * use and the job worker, without the management API (docs/environments.md, Several hosts).
  */
-export async function startService(config: Readonly<Config>, log: Logger, opts: { api?: boolean } = {}): Promise<RunningService> {
+export async function startService(config: Readonly<Config>, log: Logger, opts: { api?: boolean; waitPollMs?: number; metrics?: boolean } = {}): Promise<RunningService> {
   mkdirSync(config.dataDir, { recursive: true });
+  warnOfLegacyStore(config, log);
   const keyring = new Keyring([loadMasterKey(config.masterKey, config.dataDir, log)]);
   const clock = new ServiceClock();
   const db = await createDb(config.database);
@@ -206,6 +238,9 @@ export async function startService(config: Readonly<Config>, log: Logger, opts: 
   let hostRpc: { port: number; close(): Promise<void> } | null = null;
   const hostRpcKey = keyring.deriveSubkey('host-rpc');
   const hostRpcClient = new Agent({ keepAliveTimeout: 10_000 });
+  // This process as a node of the deployment (docs/deploy.md): its id is recorded on the
+  // approvals its proxy holds; a decision made elsewhere pokes it through its RPC (below).
+  const nodes = createNodesService({ db, log, subkey: keyring.deriveSubkey('node-rpc'), dispatcher: hostRpcClient });
   const runtimeState: RuntimeState = createRuntimeState({
     db, clock, onChange: () => hostAgent?.notify(),
     // A VM that is replaced (stopped, failed, destroyed) ends the keep-awakes its processes held.
@@ -218,7 +253,11 @@ export async function startService(config: Readonly<Config>, log: Logger, opts: 
   const gatewayCache = createGatewayCache({ db, now: () => clock.monotonicMs() });
   const secrets = createSecretsService({ db, clock, keyring, cache: gatewayCache });
   const egress = createEgressService({ db, clock, cache: gatewayCache });
-  const audit = createAuditService({ db, clock, log });
+  // Metrics (issue 25, item 2): one port handed to what it counts; GET /metrics serves it.
+  // `opts.metrics: false` (the gateway bench's A/B only) wires the no-op port and no route.
+  const prom = opts.metrics === false ? null : createPrometheusMetrics({ log });
+  const metrics = prom?.metrics ?? noopMetrics;
+  const audit = createAuditService({ db, clock, log, metrics });
   // BASE_URL, or the API's own URL once it listens (decision_url, redirect_uri).
   let publicBaseUrl = config.baseUrl ?? '';
 
@@ -244,6 +283,9 @@ export async function startService(config: Readonly<Config>, log: Logger, opts: 
     baseUrl: () => publicBaseUrl,
     signingSecrets: (developerId) => webhookEndpoints.signingSecrets(developerId),
     onGrantsChanged: (developerId, environmentId) => policies.decider.invalidate(developerId, environmentId),
+    nodeId: nodes.id,
+    onDecidedElsewhere: (approvalId, holder) => nodes.notifyDecided(holder, approvalId),
+    waitPollMs: opts.waitPollMs,
   });
   const policies: PoliciesService = createPoliciesService({
     db, clock, environments,
@@ -256,7 +298,7 @@ export async function startService(config: Readonly<Config>, log: Logger, opts: 
   // Sweep jobs read their work from domain tables, so nothing is lost between a commit and
   // a job being queued. With the test clock they poll every second, so runDue() after an
   // advance does not wait for a slow poll.
-  const jobs = createJobRunner({ db, clock, log, processEveryMs: config.testClock ? 1000 : 5000 });
+  const jobs = createJobRunner({ db, clock, log, metrics, processEveryMs: config.testClock ? 1000 : 5000 });
   jobs.define('fire-wakeups', async () => {
     await wakeups.fireDue();
   }, { retry: false });
@@ -301,7 +343,7 @@ export async function startService(config: Readonly<Config>, log: Logger, opts: 
   // Webhook delivery: at once for events committed in this process (notifier), the sweep
   // job for retries and for events other processes queued.
   const webhookDelivery = createWebhookDeliveryService(
-    { db, clock, log, target: (developerId) => webhookEndpoints.deliveryTarget(developerId) },
+    { db, clock, log, metrics, target: (developerId) => webhookEndpoints.deliveryTarget(developerId) },
     { allowPrivateDestinations: config.allowPrivateUpstreams, timeoutMs: config.webhookTimeoutMs, extraCa: upstreamCa },
   );
   webhookDelivery.start();
@@ -358,7 +400,7 @@ export async function startService(config: Readonly<Config>, log: Logger, opts: 
   };
   // Filled in as the servers bind: the gateway never forwards to the service itself.
   const managementTargets = new Set<string>();
-  const pipeline = createPipeline({ ports, upstream, log, managementTargets });
+  const pipeline = createPipeline({ ports, upstream, log, managementTargets, metrics });
   const proxy = await startGatewayProxy({
     host: config.host, port: config.proxyPort, sslCaDir: await prepareMitmCaDir(config.dataDir, ca), sni: createSniCallback(issuer),
     authenticate: proxyCredentials.authenticate, egressAllows: ports.egressAllows, credentials: ports.credentials, pipeline, upstream, audit: ports.audit, log,
@@ -372,6 +414,15 @@ export async function startService(config: Readonly<Config>, log: Logger, opts: 
   const wildcardBind = ['0.0.0.0', '::'].includes(config.host);
   const proxyHost = wildcardBind && config.baseUrl ? new URL(config.baseUrl).hostname : wildcardBind ? '127.0.0.1' : config.host;
   const proxyUrl = `http://${urlHost(proxyHost)}:${proxy.port}`;
+  // The node RPC (hosts/rpc.ts), on every process with a proxy, also without a local host:
+  // other nodes poke it when they decide an approval it holds; a local host's exec and files
+  // join it below. It stops (and the node leaves the table) where hostRpc closes.
+  const nodeRpc = await startNodeRpc({ host: config.host, port: config.envHost.rpcPort, hostSubkey: hostRpcKey, node: { token: nodes.token(), onDecided: (id) => approvals.recheck(id) } });
+  hostRpc = { port: nodeRpc.port, close: async () => { await nodes.close(); await nodeRpc.close(); } };
+  upstream.guard.forbidPort(nodeRpc.port);
+  for (const h of [config.host, 'localhost', '127.0.0.1']) managementTargets.add(`${canonicalHost(h) ?? h}:${nodeRpc.port}`);
+  const nodeRpcUrl = config.envHost.rpcUrl ?? `http://${urlHost(wildcardBind ? proxyHost : config.host)}:${nodeRpc.port}`;
+  await nodes.register(nodeRpcUrl);
   // What a VM's processes start with (issue 12, item 2): the platform's variables (proxy
   // with this environment's credentials, the gateway CA for every TLS stack), then the
   // configuration's, then the secrets' placeholders (never their values).
@@ -427,10 +478,8 @@ export async function startService(config: Readonly<Config>, log: Logger, opts: 
     },
     // Exec and files for API processes elsewhere (hosts/rpc.ts); never a gateway target.
     serve: async (agent) => {
-      hostRpc = await startHostRpc({ agent, subkey: hostRpcKey, host: config.host, port: config.envHost.rpcPort });
-      upstream.guard.forbidPort(hostRpc.port);
-      for (const h of [config.host, 'localhost', '127.0.0.1']) managementTargets.add(`${canonicalHost(h) ?? h}:${hostRpc.port}`);
-      return config.envHost.rpcUrl ?? `http://${urlHost(wildcardBind ? proxyHost : config.host)}:${hostRpc.port}`;
+      nodeRpc.serveAgent(agent);
+      return nodeRpcUrl;
     },
   });
   const runtime = createRuntimeService({
@@ -526,6 +575,22 @@ export async function startService(config: Readonly<Config>, log: Logger, opts: 
     limits: config.browserLimits,
   });
   endLeasesOf = (environmentId) => leases.endForEnvironment(environmentId);
+  // The gauges that are state in the store, each read through its own domain (cached by the adapter).
+  prom?.readStateFrom({
+    environmentsByState: () => environmentsStore.countByState(db),
+    browserLeasesByState: () => leases.countByState(),
+    webhookQueueDepth: () => webhookDelivery.queueDepth(),
+    host: async () => {
+      if (!hostAgent) return null;
+      const [row, held] = await Promise.all([hostsStore.get(db, hostAgent.hostId), runtimeState.heldOn(db, hostAgent.hostId)]);
+      if (!row) return null;
+      const MiB = 1024 * 1024;
+      return {
+        capacity: { cpus: Number(row.cpus), memory_bytes: Number(row.memory_mib) * MiB },
+        allocated: { cpus: held.cpus, memory_bytes: held.memoryMib * MiB },
+      };
+    },
+  });
   const profiles = createProfilesService({ db, clock, inUse: (id) => leases.profileInUse(id) });
   jobs.define('reclaim-leases', async () => {
     await leases.reclaimDue();
@@ -539,7 +604,8 @@ export async function startService(config: Readonly<Config>, log: Logger, opts: 
   routers.push(gatewayRouter({ environments, passwordFor: proxyCredentials.passwordFor, proxyUrl, caCertPem: ca.certPem }));
   routers.push(secretsRouter({ secrets }), egressRouter({ egress }));
   routers.push(webhooksRouter({ endpoints: webhookEndpoints, deliveries: webhookDelivery }));
-  if (config.testClock) routers.push(testClockRouter({ clock, runDue }));
+  // Mounted always so the OpenAPI document lists it; without GATEWAY_TEST_CLOCK=1 it answers 404 no such route.
+  routers.push(testClockRouter({ enabled: config.testClock, clock, runDue }));
   routers.push(policiesRouter({ policies }), approvalsRouter({ approvals }));
   routers.push(auditRouter({ audit }));
   routers.push(connectionsRouter({
@@ -559,7 +625,22 @@ export async function startService(config: Readonly<Config>, log: Logger, opts: 
       throw err;
     }))?.end_user_id ?? null,
     secure: () => publicBaseUrl.startsWith('https:') });
-  const app = createApp({ log, accounts, routers, consoleRouter: consoleRoutes, publicRouters: [decisionRouter({ approvals, accounts }), oauthCallbackRouter({ callback }), browserViewRouter({ leases })] });
+  // Readiness (issue 25, item 1): the store answers, its migrations are this code's, the
+  // proxy listens, and a node with a host is registered and heartbeating.
+  const readiness = createReadiness({
+    store: async () => {
+      await db.raw('select 1');
+      return true;
+    },
+    migrations: async () => (await pendingMigrations(db)).length === 0,
+    proxy: () => proxy.listening(),
+    ...(hostAgent ? { host: () => hostAgent!.heartbeatAgeMs() < 3 * hostAgent!.heartbeatMs } : {}),
+  }, {
+    onChange: (name, state, err) => (state === 'ok' ? log.info({ check: name }, 'readiness check ok again') : log.warn({ check: name, err }, 'readiness check failing')),
+  });
+  const rootRouters: import('express').Router[] = [healthRouter({ readiness })];
+  if (prom) rootRouters.push(metricsRouter({ accounts, scrape: prom.scrape }));
+  const app = createApp({ log, accounts, routers, consoleRouter: consoleRoutes, rootRouters, publicRouters: [decisionRouter({ approvals, accounts }), oauthCallbackRouter({ callback }), browserViewRouter({ leases }), openapiRouter({ baseUrl: () => publicBaseUrl })], websockets: BROWSER_WEBSOCKETS });
 
   const apiServer = opts.api === false ? null : createServer(app);
   apiServer?.on('clientError', answerUnparsable);
@@ -640,14 +721,45 @@ export async function startService(config: Readonly<Config>, log: Logger, opts: 
   });
   const apiPort = apiServer ? await listen(apiServer, config.host, config.apiPort) : config.apiPort;
   const apiUrl = apiServer ? `http://${urlHost(config.host)}:${apiPort}` : '';
-  const baseUrl = config.baseUrl ?? (apiUrl || `http://${urlHost(config.host)}:${config.apiPort}`);
+  // BASE_URL, else the API's address (loopback for a wildcard bind: a link must be usable).
+  const baseUrl = defaultBaseUrl(config, apiPort);
   publicBaseUrl = baseUrl;
   const base = new URL(baseUrl);
   if (apiPort) upstream.guard.forbidPort(apiPort);
   for (const [h, p] of [[config.host, apiPort], ['localhost', apiPort], ['127.0.0.1', apiPort], [base.hostname, Number(base.port) || (base.protocol === 'https:' ? 443 : 80)]] as const) {
     managementTargets.add(`${canonicalHost(h) ?? h.toLowerCase()}:${p}`);
   }
-
+  // API requests under way, for a graceful stop (event streams do not hold it up).
+  const apiInFlight = new Set<import('node:http').ServerResponse>();
+  apiServer?.on('request', (_req, res: import('node:http').ServerResponse) => {
+    apiInFlight.add(res);
+    res.once('close', () => apiInFlight.delete(res));
+  });
+  // /healthz and /readyz on a port of their own: `gateway host` has no API port (8082 unless
+  // GATEWAY_HEALTH_PORT says otherwise); `gateway start` also serves them there when it is set.
+  const healthPort = config.healthPort ?? (apiServer ? null : 8082);
+  let healthServer: Server | null = null;
+  let healthUrl: string | null = null;
+  if (healthPort !== null) {
+    const h = express();
+    h.disable('x-powered-by');
+    h.set('etag', false);
+    h.use((_req, res, next) => {
+      res.setHeader('Cache-Control', 'no-store');
+      next();
+    });
+    h.use(healthRouter({ readiness }));
+    // A `gateway host` has a proxy too: its metrics are served here (same API key).
+    if (prom) h.use(metricsRouter({ accounts, scrape: prom.scrape }));
+    h.use(noSuchRoute);
+    h.use(errorHandler(log));
+    healthServer = createServer(h);
+    const p = await listen(healthServer, config.host, healthPort);
+    healthUrl = `http://${urlHost(config.host)}:${p}`;
+    upstream.guard.forbidPort(p);
+    for (const host of [config.host, 'localhost', '127.0.0.1']) managementTargets.add(`${canonicalHost(host) ?? host}:${p}`);
+  }
+  let closing: Promise<void> | null = null;
 
   return {
     apiUrl,
@@ -667,31 +779,58 @@ export async function startService(config: Readonly<Config>, log: Logger, opts: 
     dataDir: config.dataDir,
     browserBroker: broker,
     runtime,
-    async close() {
-      // Upgraded connections (CDP relays, viewers) hold the server open: they end first.
-      for (const set of cdpClients.values()) for (const r of set) void r.close(1001, 'the service is stopping');
-      for (const set of viewers.values()) for (const ws of set) ws.terminate();
-      wss.close();
-      if (apiServer) {
-        await new Promise<void>((resolve) => {
-          apiServer.close(() => resolve());
-          apiServer.closeAllConnections();
-        });
-      }
-      // Environments end with their host (the process sandbox dies with this process anyway).
-      await broker.shutdown();
-      await hostRpc?.close();
-      await hostAgent?.close();
-      await hostRpcClient.close();
-      await proxy.close();
-      await upstream.close();
-      await oauthHttp.close();
-      await webhookDelivery.close();
-      await jobs.stop();
-      approvals.close();
-      // After the API and proxy stop taking requests: write what the audit queue holds.
-      await audit.close();
-      await db.destroy();
+    healthUrl,
+    gatewayRequests: () => pipeline.active(),
+    close() {
+      closing ??= stopGracefully();
+      return closing;
     },
   };
+
+  /**
+   * SIGTERM (issue 25, item 7; docs/operations.md, Stopping a node): stop accepting, answer
+   * held requests 503 `gateway_unavailable` with Retry-After (their approvals stay
+   * decidable), let forwarded requests and API calls under way finish within
+   * GATEWAY_SHUTDOWN_GRACE_SECS, then stop the host's reconcile (nothing is written about its
+   * environments: they come back when it starts again), the jobs, and flush the audit batch.
+   */
+  async function stopGracefully(): Promise<void> {
+    const deadline = performance.now() + config.shutdownGraceMs;
+    // Listening stops at once; the close callback comes once the last connection is gone.
+    const apiClosed = apiServer ? new Promise<void>((resolve) => apiServer.close(() => resolve())) : Promise.resolve();
+    apiServer?.closeIdleConnections();
+    proxy.stopAccepting();
+    // Upgraded connections (CDP relays, viewers) hold the server open: they end first.
+    for (const set of cdpClients.values()) for (const r of set) void r.close(1001, 'the service is stopping');
+    for (const set of viewers.values()) for (const ws of set) ws.terminate();
+    wss.close();
+    const drained = await pipeline.drain(config.shutdownGraceMs);
+    if (drained.unfinished > 0) log.warn({ unfinished: drained.unfinished }, 'stopping: gateway requests still under way after the grace period are cut');
+    const streaming = (res: import('node:http').ServerResponse) => String(res.getHeader('content-type') ?? '').startsWith('text/event-stream');
+    while ([...apiInFlight].some((r) => !streaming(r)) && performance.now() < deadline) await new Promise((r) => setTimeout(r, 20));
+    apiServer?.closeAllConnections();
+    await apiClosed;
+    if (healthServer) {
+      const hs = healthServer;
+      await new Promise<void>((resolve) => {
+        hs.close(() => resolve());
+        hs.closeAllConnections();
+      });
+    }
+    await broker.shutdown();
+    await hostRpc?.close();
+    // The host's reconcile stops; nothing is written about its environments (the process
+    // sandbox's end with this process; they start again with the host).
+    await hostAgent?.close();
+    await hostRpcClient.close();
+    await proxy.close();
+    await upstream.close();
+    await oauthHttp.close();
+    await webhookDelivery.close();
+    await jobs.stop();
+    approvals.close();
+    // After the API and proxy stop taking requests: write what the audit queue holds.
+    await audit.close();
+    await db.destroy();
+  }
 }

@@ -448,7 +448,15 @@ export function createLeasesService(deps: LeasesDeps) {
     return r ? { id: r.id, environment_id: r.environment_id, taken_over: Boolean(r.taken_over) } : null;
   }
 
-  return { create, get, list, renew, release, reclaimDue, profileInUse, activeRow, takeover, handback, isTakenOver, viewable, consumeView, requestTakeover, endForEnvironment };
+  /** Live leases by state, all developers (gateway_browser_leases, issue 25, item 2; the (state, expires_at) index). */
+  async function countByState(): Promise<Record<string, number>> {
+    const rows = await db('browser_leases').whereIn('state', LIVE).select('state').count({ n: '*' }).groupBy('state');
+    const out: Record<string, number> = {};
+    for (const r of rows as Array<{ state: string; n: number | string }>) out[r.state] = Number(r.n);
+    return out;
+  }
+
+  return { create, get, list, renew, release, reclaimDue, profileInUse, activeRow, takeover, handback, isTakenOver, viewable, consumeView, requestTakeover, endForEnvironment, countByState };
 }
 
 export type LeasesService = ReturnType<typeof createLeasesService>;

@@ -63,7 +63,32 @@ export interface Config {
   browserLimits: { perDeveloper: number; perEndUser: number };
   /** GATEWAY_BROWSER_PAGES_PER_LEASE: pages (tabs, popups) one lease may have open at once (issue 23). */
   browserPagesPerLease: number;
+  /**
+   * GATEWAY_HEALTH_PORT: /healthz and /readyz on a port of their own (issue 25). `gateway host`
+   * (no API port) serves them there, 8082 when unset; `gateway start` serves them on the API
+   * port, and also here when it is set. 0 picks a free port.
+   */
+  healthPort: number | null;
+  /** GATEWAY_SHUTDOWN_GRACE_SECS (default 30): how long SIGTERM lets requests under way finish. */
+  shutdownGraceMs: number;
   logLevel: string;
+}
+
+/** The default store: DATA_DIR/gateway.sqlite (`./data/gateway.sqlite` with DATA_DIR unset, as before). */
+export function defaultDatabaseUrl(dataDir: string): string {
+  const dir = dataDir.replace(/\/+$/, '') || '/';
+  return `sqlite:${dir === '/' ? '' : dir}/gateway.sqlite`;
+}
+
+/**
+ * The public base URL when BASE_URL is unset: the API's address, with a wildcard bind
+ * (0.0.0.0, ::) replaced by loopback, which is what a link printed on this machine can use.
+ * `port` is the bound port when known (API_PORT=0 picks one at start).
+ */
+export function defaultBaseUrl(config: Pick<Config, 'baseUrl' | 'host' | 'apiPort'>, port: number = config.apiPort): string {
+  if (config.baseUrl) return config.baseUrl;
+  const host = config.host === '0.0.0.0' ? '127.0.0.1' : config.host === '::' ? '::1' : config.host;
+  return `http://${host.includes(':') ? `[${host}]` : host}:${port}`;
 }
 
 export class ConfigError extends Error {
@@ -80,7 +105,8 @@ const days = Joi.number().integer().min(1).max(36_500);
 const bool = Joi.boolean().truthy('1', 'yes', 'on').falsy('0', 'no', 'off', '');
 
 const schema = Joi.object({
-  DATABASE_URL: Joi.string().default('sqlite:./data/gateway.sqlite'),
+  // Default: sqlite:<DATA_DIR>/gateway.sqlite (set below), so DATA_DIR alone moves all state.
+  DATABASE_URL: Joi.string(),
   DATA_DIR: Joi.string().min(1).default('./data'),
   HOST: Joi.string().min(1).default('127.0.0.1'),
   API_PORT: port.default(8080),
@@ -124,6 +150,8 @@ const schema = Joi.object({
   GATEWAY_BROWSER_LEASES_PER_DEVELOPER: Joi.number().integer().min(0).max(1_000_000).default(50),
   GATEWAY_BROWSER_LEASES_PER_END_USER: Joi.number().integer().min(0).max(1_000_000).default(5),
   GATEWAY_BROWSER_PAGES_PER_LEASE: Joi.number().integer().min(1).max(1000).default(10),
+  GATEWAY_HEALTH_PORT: port,
+  GATEWAY_SHUTDOWN_GRACE_SECS: Joi.number().integer().min(0).max(3600).default(30),
   LOG_LEVEL: Joi.string().valid('fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent').default('info'),
 }).unknown(true);
 
@@ -151,6 +179,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Readonly<Confi
     const d = error.details[0]!;
     throw new ConfigError(String(d.path[0]), d.message.replace(/^"[^"]+" /, ''));
   }
+  value.DATABASE_URL ??= defaultDatabaseUrl(value.DATA_DIR);
   const database = parseDatabaseUrl(value.DATABASE_URL);
   if (!database) {
     throw new ConfigError('DATABASE_URL', 'must be sqlite:<path> or mysql://user:pass@host:port/db');
@@ -212,6 +241,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Readonly<Confi
     chromiumPath: value.CHROMIUM_PATH,
     browserLimits: Object.freeze({ perDeveloper: value.GATEWAY_BROWSER_LEASES_PER_DEVELOPER, perEndUser: value.GATEWAY_BROWSER_LEASES_PER_END_USER }),
     browserPagesPerLease: value.GATEWAY_BROWSER_PAGES_PER_LEASE,
+    healthPort: value.GATEWAY_HEALTH_PORT ?? null,
+    shutdownGraceMs: value.GATEWAY_SHUTDOWN_GRACE_SECS * 1000,
     logLevel: value.LOG_LEVEL,
   };
   return Object.freeze(cfg);

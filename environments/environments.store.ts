@@ -85,6 +85,17 @@ export const environmentsStore = {
     return q.limit(opts.limit + 1);
   },
 
+  /**
+   * Environments by actual state, all developers, destroyed ones left out (they only grow):
+   * gateway_environments (issue 25, item 2). Served by the (state, desired_state) index.
+   */
+  async countByState(db: Queryable): Promise<Record<string, number>> {
+    const rows = await db('environments').whereNot('state', 'destroyed').select('state').count({ n: '*' }).groupBy('state');
+    const out: Record<string, number> = {};
+    for (const r of rows as Array<{ state: string; n: number | string }>) out[r.state] = Number(r.n);
+    return out;
+  },
+
   idempotencyKey(db: Queryable, developerId: string, key: string): Promise<IdempotencyRow | undefined> {
     return db<IdempotencyRow>('idempotency_keys').where({ developer_id: developerId, idem_key: key }).first();
   },

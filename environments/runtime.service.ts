@@ -34,8 +34,8 @@ export function createRuntimeState(deps: RuntimeStateDeps) {
     return table(db).whereNull('host_id').where({ state: 'pending', desired_state: 'running' }).orderBy('created_at', 'asc').limit(limit);
   }
 
-  /** cpus and base memory held on a host (inside its placement transaction). */
-  async function heldOn(trx: Tx, hostId: string): Promise<{ cpus: number; memoryMib: number }> {
+  /** cpus and base memory held on a host (inside its placement transaction; outside one for metrics). */
+  async function heldOn(trx: Queryable, hostId: string): Promise<{ cpus: number; memoryMib: number }> {
     const r = await table(trx)
       .where({ host_id: hostId })
       .whereIn('desired_state', HOLDING)

@@ -439,6 +439,9 @@ export function createHostAgent(deps: HostAgentDeps) {
     writeFile: (id: string, path: string, data: Buffer) => driver.writeFile(id, path, data),
     /** For tests and the benchmark: one pass now. */
     tick,
+    /** Milliseconds since this host last registered or heartbeated in the store (Infinity before it did, or once closed): readiness. */
+    heartbeatAgeMs: () => (lastHeartbeat === 0 || closed ? Infinity : performance.now() - lastHeartbeat),
+    heartbeatMs,
     /** Reads CPU use now (the test clock's advance does, before the ladder runs). */
     sampleActivity: () => sampleActivity(),
     /** Ends keep-awakes whose process is gone, now. */

@@ -7,13 +7,23 @@ import { DriverError, type ExecRequest, type ExecResult } from './driver.js';
 import type { HostAgent } from './host-agent.js';
 
 /**
- * Exec and files on a host in another process (docs/environments.md, Several hosts): the
- * host serves them over HTTP at the `endpoint` it registered; an API process calls it.
+ * The RPC every node serves (docs/deploy.md, "Nodes"; docs/environments.md, Several hosts).
+ * Every process that runs a gateway proxy (`gateway start`, `gateway host`) listens on
+ * GATEWAY_HOST_RPC_PORT and registers GATEWAY_HOST_RPC_URL (default http://HOST:port):
  *
- * Authentication: `Authorization: Bearer HMAC-SHA256(subkey, host id)`, the subkey derived
- * from the master key every process of one deployment shares, so no token is stored or
- * configured, and a token opens one host only. Bodies are JSON; exec answers NDJSON lines
- * (`{o, d}` output chunks when streaming, then one `{result}` or `{error}`), so a long
+ * - node calls, on every node: `POST /approvals/decided {approval_id}` from the node where
+ *   an approval was decided to the node whose proxy holds the agent's request. It carries
+ *   only the id: the holder reads the outcome from the store itself, so a poke can at most
+ *   cause one read, and only for an approval this node is waiting on. 204 whatever the
+ *   approval (it never tells a caller which ids are held).
+ * - host calls, where an environment host runs: exec and files for API processes elsewhere.
+ *
+ * Authentication: `Authorization: Bearer HMAC-SHA256(subkey, id)`, the subkey derived from
+ * the master key every process of one deployment shares, so no token is stored or
+ * configured; host calls use the `host-rpc` subkey over the host id (a token opens one host
+ * only), node calls the `node-rpc` subkey over the node id (a token pokes one node only, for
+ * its life: the id is new at every start). Bodies are JSON, bounded; exec answers NDJSON
+ * lines (`{o, d}` output chunks when streaming, then one `{result}` or `{error}`), so a long
  * build streams across hosts too. Closing the connection kills the command.
  */
 export interface HostHandle {
@@ -32,24 +42,38 @@ export function hostToken(subkey: Buffer, hostId: string): string {
   return createHmac('sha256', subkey).update(hostId).digest('base64url');
 }
 
+/** Host calls carry files and stdin (64 MiB); a node call is one id. */
 const MAX_BODY = 64 * 1024 * 1024;
+const MAX_NODE_BODY = 1024;
+const APPROVAL_ID = /^apr_[0-9a-f]{24}$/;
 
-function readBody(req: IncomingMessage): Promise<any> {
+class BodyError extends Error {
+  constructor(readonly status: 400 | 413) {
+    super(status === 413 ? 'body too large' : 'body is not a JSON object');
+  }
+}
+
+/** The request's JSON object; BodyError(413) past `max` bytes, BodyError(400) for anything but an object. */
+function readBody(req: IncomingMessage, max: number): Promise<Record<string, any>> {
   return new Promise((resolve, reject) => {
     const chunks: Buffer[] = [];
     let size = 0;
     req.on('data', (c: Buffer) => {
       size += c.length;
-      if (size > MAX_BODY) {
-        req.destroy();
-        reject(new Error('body too large'));
+      if (size > max) {
+        req.removeAllListeners('data');
+        req.resume();
+        reject(new BodyError(413));
       } else chunks.push(c);
     });
     req.on('end', () => {
+      if (size > max) return;
       try {
-        resolve(JSON.parse(Buffer.concat(chunks).toString('utf8')));
-      } catch (err) {
-        reject(err);
+        const v = JSON.parse(Buffer.concat(chunks).toString('utf8'));
+        if (v === null || typeof v !== 'object' || Array.isArray(v)) reject(new BodyError(400));
+        else resolve(v);
+      } catch {
+        reject(new BodyError(400));
       }
     });
     req.on('error', reject);
@@ -60,21 +84,75 @@ function errorOf(err: unknown): { kind: string; message: string } {
   return err instanceof DriverError ? { kind: err.kind, message: err.message } : { kind: 'guest_unavailable', message: 'the host could not do it' };
 }
 
-/** The host side: serves its agent's exec and files. */
-export async function startHostRpc(opts: { agent: HostAgent; subkey: Buffer; host: string; port: number }): Promise<{ server: Server; port: number; close(): Promise<void> }> {
-  const token = hostToken(opts.subkey, opts.agent.hostId);
-  const server = createServer((req, res) => void handle(req, res));
+export interface NodeRpcOptions {
+  host: string;
+  port: number;
+  /** keyring.deriveSubkey('host-rpc'): host calls, once serveAgent() gave the server a host. */
+  hostSubkey: Buffer;
+  /** Node calls; null: this server answers none (401). */
+  node: {
+    /** The token node calls must carry (hosts/nodes.service.ts nodeToken of this node's id). */
+    token: string;
+    /** An approval this node may hold was decided elsewhere: re-read it and release its waiters. Must not throw. */
+    onDecided(approvalId: string): Promise<void>;
+  } | null;
+}
+
+export interface NodeRpc {
+  server: Server;
+  port: number;
+  /** From now on, also serve this host's exec and files. */
+  serveAgent(agent: HostAgent): void;
+  close(): Promise<void>;
+}
+
+/** A node's RPC server (see above). Answers 405 to anything but POST, 401 before reading a body, never 5xx for garbage. */
+export async function startNodeRpc(opts: NodeRpcOptions): Promise<NodeRpc> {
+  let agent: HostAgent | null = null;
+  let agentToken: string | null = null;
+  const server = createServer((req, res) => {
+    handle(req, res).catch(() => {
+      if (!res.headersSent) res.writeHead(400).end();
+      else res.destroy();
+    });
+  });
   async function handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
     const auth = req.headers.authorization ?? '';
-    if (req.method !== 'POST' || !constantTimeEqual(auth, `Bearer ${token}`)) {
-      res.writeHead(req.method !== 'POST' ? 405 : 401).end();
+    if (req.method !== 'POST') {
+      res.writeHead(405, { connection: 'close' }).end();
       return;
     }
-    let body: any;
+    if (req.url === '/approvals/decided') {
+      if (!opts.node || !constantTimeEqual(auth, `Bearer ${opts.node.token}`)) {
+        res.writeHead(401, { connection: 'close' }).end();
+        return;
+      }
+      let body: Record<string, any>;
+      try {
+        body = await readBody(req, MAX_NODE_BODY);
+      } catch (err) {
+        res.writeHead(err instanceof BodyError ? err.status : 400, { connection: 'close' }).end();
+        return;
+      }
+      const id = body.approval_id;
+      if (typeof id !== 'string' || !APPROVAL_ID.test(id)) {
+        res.writeHead(400).end();
+        return;
+      }
+      await opts.node.onDecided(id).catch(() => {});
+      res.writeHead(204).end();
+      return;
+    }
+    if (!agent || !agentToken || !constantTimeEqual(auth, `Bearer ${agentToken}`)) {
+      res.writeHead(401, { connection: 'close' }).end();
+      return;
+    }
+    const host = agent;
+    let body: Record<string, any>;
     try {
-      body = await readBody(req);
-    } catch {
-      res.writeHead(400).end();
+      body = await readBody(req, MAX_BODY);
+    } catch (err) {
+      res.writeHead(err instanceof BodyError ? err.status : 400, { connection: 'close' }).end();
       return;
     }
     const id = String(body.environment_id ?? '');
@@ -89,7 +167,7 @@ export async function startHostRpc(opts: { agent: HostAgent; subkey: Buffer; hos
         });
         res.writeHead(200, { 'content-type': 'application/x-ndjson' });
         try {
-          const r = await opts.agent.exec(id, {
+          const r = await host.exec(id, {
             command: body.command, cwd: body.cwd, env: body.env,
             stdin: body.stdin !== undefined ? Buffer.from(body.stdin, 'base64') : undefined,
             timeoutMs: body.timeout_ms, maxOutputBytes: body.max_output_bytes,
@@ -103,12 +181,12 @@ export async function startHostRpc(opts: { agent: HostAgent; subkey: Buffer; hos
         return;
       }
       if (req.url === '/files/read') {
-        const data = await opts.agent.readFile(id, String(body.path), Number(body.max));
+        const data = await host.readFile(id, String(body.path), Number(body.max));
         json(200, { data: data.toString('base64') });
         return;
       }
       if (req.url === '/files/write') {
-        json(200, await opts.agent.writeFile(id, String(body.path), Buffer.from(String(body.data), 'base64')));
+        json(200, await host.writeFile(id, String(body.path), Buffer.from(String(body.data), 'base64')));
         return;
       }
       json(404, { error: { kind: 'guest_unavailable', message: 'no such call' } });
@@ -123,6 +201,10 @@ export async function startHostRpc(opts: { agent: HostAgent; subkey: Buffer; hos
   return {
     server,
     port: (server.address() as AddressInfo).port,
+    serveAgent(a) {
+      agent = a;
+      agentToken = hostToken(opts.hostSubkey, a.hostId);
+    },
     close: () => new Promise<void>((resolve) => {
       server.close(() => resolve());
       server.closeAllConnections();

@@ -3,6 +3,7 @@ import { randomBytes } from 'node:crypto';
 import { Agenda, InMemoryNotificationChannel, exponential, toJobId, type BackoffStrategy, type Job } from 'agenda';
 import type { Clock } from '../lib/clock.js';
 import type { Logger } from '../lib/log.js';
+import { noopMetrics, type Metrics } from '../lib/metrics.js';
 import type { Db } from '../store/db.js';
 import type { PruneOptions } from '../store/prune.js';
 import { KnexAgendaBackend, type KnexJobRepository } from './agenda-knex-backend.js';
@@ -99,6 +100,8 @@ export interface JobRunnerOptions {
   maxConcurrency?: number;
   /** Recorded as last_modified_by; defaults to host:pid:random. */
   name?: string;
+  /** Counts each run by job name and outcome (gateway_jobs_total, issue 25, item 2). */
+  metrics?: Metrics;
 }
 
 export type JobMap = Record<string, unknown>;
@@ -142,6 +145,7 @@ function toBackoff(retry: DefineOptions['retry']): BackoffStrategy | undefined {
 
 export function createJobRunner<J extends JobMap = Record<string, any>>(opts: JobRunnerOptions): JobRunner<J> {
   const { db, clock, log } = opts;
+  const metrics = opts.metrics ?? noopMetrics;
   const defaultLockLifetimeMs = opts.lockLifetimeMs ?? DEFAULT_LOCK_LIFETIME_MS;
   const backend = new KnexAgendaBackend({ db, clock });
   const repo: KnexJobRepository = backend.repository;
@@ -194,7 +198,13 @@ export function createJobRunner<J extends JobMap = Record<string, any>>(opts: Jo
           attempt: (job.attrs.failCount ?? 0) + 1,
           touch: (progress?: number) => job.touch(progress),
         };
-        await handler(job.attrs.data, ctx);
+        try {
+          await handler(job.attrs.data, ctx);
+        } catch (err) {
+          metrics.jobDone(name, 'failure');
+          throw err;
+        }
+        metrics.jobDone(name, 'success');
       };
       agenda.define(name, processor, {
         lockLifetime: lockLifetimeMs,

@@ -79,6 +79,10 @@ export interface GatewayProxyServer {
    * proxy socket the broker serves (issue 23, item 1), so no password lives in the browser.
    */
   accept(socket: Duplex, authorization: string): void;
+  /** Listening stops and idle keep-alive connections close; requests under way go on (graceful stop, issue 25). */
+  stopAccepting(): void;
+  /** True while the proxy port takes connections (readiness). */
+  listening(): boolean;
   close(): Promise<void>;
 }
 
@@ -230,6 +234,19 @@ export async function startGatewayProxy(opts: GatewayProxyOptions): Promise<Gate
   }
 
   /**
+   * Open tunnels: an HTTP server does not track connections handed to it by 'connection', so
+   * close() cuts these itself once a stop's grace is over (issue 25, item 7).
+   */
+  const liveTunnels = new Set<Duplex>();
+  function forgetTunnel(this: Duplex): void {
+    liveTunnels.delete(this);
+  }
+  function track(socket: Duplex): void {
+    liveTunnels.add(socket);
+    socket.once('close', forgetTunnel);
+  }
+
+  /**
    * Terminates TLS on a CONNECT socket whose first bytes (a ClientHello) are unshifted back.
    * Nothing here closes over the CONNECT request: a closure that did would keep the request
    * (headers, stream state) alive for as long as the tunnel lives, which for a request held
@@ -239,6 +256,7 @@ export async function startGatewayProxy(opts: GatewayProxyOptions): Promise<Gate
     const tlsSocket = new TLSSocket(socket, { isServer: true, secureContext: context, SNICallback: opts.sni, ALPNProtocols: ALPN_HTTP1 });
     tlsSocket.on('error', destroyOnError);
     tunnels.set(tlsSocket, { target, identity });
+    track(tlsSocket);
     tunnelServer.emit('connection', tlsSocket);
   }
 
@@ -270,6 +288,7 @@ export async function startGatewayProxy(opts: GatewayProxyOptions): Promise<Gate
       });
     } else {
       tunnels.set(socket, { target: { host: authority.host, port: authority.port, tls: false }, identity });
+      track(socket);
       tunnelServer.emit('connection', socket);
       socket.resume();
     }
@@ -365,18 +384,42 @@ export async function startGatewayProxy(opts: GatewayProxyOptions): Promise<Gate
     );
   });
   const port = (server.address() as { port: number }).port;
+  let stopped = false;
+  const stopAccepting = (): void => {
+    if (stopped) return;
+    stopped = true;
+    mitm.close(); // once: the library forgets its server after the first close
+    server.closeIdleConnections?.();
+    tunnelServer.closeIdleConnections();
+  };
 
   return {
     port,
     accept(socket, authorization) {
+      if (stopped) return void socket.destroy();
       preauth.set(socket, authorization);
       server.emit('connection', socket);
     },
+    stopAccepting,
+    listening: () => !stopped && server.listening,
     async close() {
-      mitm.close();
+      stopAccepting();
       tunnelServer.close();
       server.closeAllConnections?.();
       tunnelServer.closeAllConnections();
+      // end(): an answer just finished still reaches the agent; what does not close by itself is cut.
+      for (const socket of liveTunnels) socket.end();
+      if (liveTunnels.size > 0) {
+        const cut = [...liveTunnels];
+        let timer: NodeJS.Timeout | undefined;
+        await Promise.race([
+          Promise.all(cut.map((socket) => (socket.destroyed ? null : new Promise((r) => socket.once('close', r))))),
+          new Promise((r) => (timer = setTimeout(r, 200))),
+        ]);
+        clearTimeout(timer);
+        for (const socket of cut) socket.destroy();
+      }
+      liveTunnels.clear();
     },
   };
 }

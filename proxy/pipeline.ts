@@ -12,6 +12,7 @@ import { refusal, sendRefusal, type Refusal } from './refusal.js';
 import { ERROR_CODES } from '../lib/errors.js';
 import { authorityMismatch, hostHeader, originForm, type Target } from './authority.js';
 import { StreamRedactor } from './redact.js';
+import { noopMetrics, type Metrics } from '../lib/metrics.js';
 
 /**
  * The request pipeline of the gateway, in the order of ARCHITECTURE.md: authenticate (done
@@ -76,6 +77,8 @@ export interface PipelineOptions {
   scanLimitBytes?: number;
   /** A request held for approval is buffered up to this size; beyond, 413. */
   holdLimitBytes?: number;
+  /** Counts requests, their overhead and holds (issue 25, item 2); no-op by default. */
+  metrics?: Metrics;
 }
 
 const HOP_BY_HOP = new Set([
@@ -451,6 +454,7 @@ class Forward implements Dispatcher.DispatchHandler {
 
   onResponseEnd(): void {
     this.#complete = true;
+    this.x.upstreamMs = performance.now() - this.x.upstreamAt;
     if (this.#decoders) {
       this.#decoders[0]!.end();
       return; // the last decoder's 'end' finishes the answer
@@ -540,6 +544,48 @@ interface Settings {
   managementTargets: ReadonlySet<string>;
   scanLimit: number;
   holdLimit: number;
+  metrics: Metrics;
+  life: Lifecycle;
+}
+
+/** What a request held or arriving while the node stops gets (issue 25, item 7): retry, likely on another node. */
+export const STOPPING = refusal('gateway_unavailable', 'the gateway is stopping; nothing was forwarded: send it again');
+STOPPING.retryAfter = 5;
+/** The reason a held request's wait is aborted with when the node stops (the agent's leaving aborts with none). */
+const STOPPING_ABORT = new Error('the gateway is stopping');
+
+/**
+ * The exchanges of one pipeline, for a graceful stop: how many are running, the held ones'
+ * aborts, and who waits for the count to reach zero. Counted with bound methods, so a request
+ * allocates nothing for it.
+ */
+class Lifecycle {
+  draining = false;
+  active = 0;
+  readonly held = new Set<AbortController>();
+  #idle: (() => void) | null = null;
+
+  readonly done = (): void => {
+    this.active--;
+    if (this.active === 0 && this.#idle) this.#idle();
+  };
+
+  /** Stops new exchanges, answers the held ones 503 with Retry-After, waits for the rest at most graceMs. */
+  async drain(graceMs: number): Promise<{ unfinished: number }> {
+    this.draining = true;
+    for (const a of this.held) a.abort(STOPPING_ABORT);
+    if (this.active > 0) {
+      await new Promise<void>((resolve) => {
+        const timer = setTimeout(resolve, graceMs);
+        this.#idle = () => {
+          clearTimeout(timer);
+          resolve();
+        };
+      });
+      this.#idle = null;
+    }
+    return { unfinished: this.active };
+  }
 }
 
 /** Why an exchange stops before forwarding: a refusal to send, or `done` (already finished). */
@@ -556,6 +602,14 @@ const AUDIT_DOWN = storeDown('could not record this request in its audit log');
  */
 class Exchange {
   readonly started = performance.now();
+  /**
+   * For gateway_request_overhead_seconds (issue 25, item 2): when the request was handed to
+   * the upstream, how long the upstream took (to its last byte, or until the answer was cut
+   * short), and how long it was held for approval. Plain numbers: no allocation per request.
+   */
+  upstreamAt = 0;
+  upstreamMs = 0;
+  heldMs = 0;
   readonly method: string;
   readonly url: string;
   readonly entry: AuditEntry;
@@ -597,12 +651,18 @@ class Exchange {
   async finish(status: number): Promise<boolean> {
     this.entry.status = status;
     this.entry.duration_ms = Math.round(performance.now() - this.started);
+    // Dispatched but not answered to the end (cut short, failed): the upstream's share ends here.
+    if (this.upstreamAt > 0 && this.upstreamMs === 0) this.upstreamMs = performance.now() - this.upstreamAt;
     try {
       await this.s.ports.audit(this.entry);
       return true;
     } catch (err) {
       this.s.log.error({ err_code: (err as { code?: string }).code ?? 'unknown' }, 'audit entry not committed: failing closed');
       return false;
+    } finally {
+      // Once per exchange, after its audit commit (part of the gateway's time).
+      const { entry } = this;
+      this.s.metrics.requestDone(entry.decision, entry.category, entry.credential, (performance.now() - this.started - this.upstreamMs - this.heldMs) / 1000);
     }
   }
 
@@ -756,6 +816,7 @@ class Exchange {
           outBody = countedBody(this.rest ?? req, (n) => (entry.bytes_in = n));
         }
       }
+      this.upstreamAt = performance.now();
       await new Promise<void>((resolve) => {
         new Forward(this, resolve).start(s.upstream.dispatcher, {
           origin: s.upstream.origin(target.host, target.port, target.tls), path: outUrl, method: method as Dispatcher.HttpMethod, headers, body: outBody,
@@ -841,10 +902,23 @@ class Exchange {
       if (!res.writableEnded) abort.abort();
     };
     res.once('close', onClose);
+    s.life.held.add(abort);
+    // gateway_held_requests and gateway_approval_wait_seconds (issue 25, item 2).
+    const heldAt = performance.now();
+    let decidedAfterMs = -1;
+    s.metrics.holdStarted();
     let outcome: ApprovalOutcome;
     try {
+      // A node that began stopping while the approval was created answers at once.
+      if (s.life.draining) abort.abort(STOPPING_ABORT);
       outcome = await s.ports.waitForDecision(approvalId, abort.signal);
+      decidedAfterMs = performance.now() - heldAt;
+      this.heldMs += decidedAfterMs;
     } catch (err) {
+      this.heldMs += performance.now() - heldAt; // before agentGone() below finishes the exchange
+      // The node stops (issue 25, item 7): the approval stays decidable; the agent is told to
+      // send the request again (the decision, if approved for a scope, grants the retry).
+      if (abort.signal.aborted && abort.signal.reason === STOPPING_ABORT) return stop(STOPPING, 'ask', 'gateway_stopping');
       if (abort.signal.aborted) {
         // The agent went away; the approval stays decidable. Nothing to answer.
         await this.agentGone();
@@ -854,6 +928,8 @@ class Exchange {
       return stop(storeDown('lost track of the approval'), 'ask', 'ask_rule');
     } finally {
       res.off('close', onClose);
+      s.life.held.delete(abort);
+      s.metrics.holdEnded(decidedAfterMs < 0 ? null : decidedAfterMs / 1000);
     }
     entry.grant_id = outcome.grant_id;
     if (outcome.status === 'denied') return stop(refusal('approval_denied', 'the request was denied by a human'), 'ask', 'approval_denied');
@@ -870,10 +946,26 @@ export function createPipeline(opts: PipelineOptions) {
     managementTargets: opts.managementTargets,
     scanLimit: opts.scanLimitBytes ?? 1024 * 1024,
     holdLimit: opts.holdLimitBytes ?? 10 * 1024 * 1024,
+    metrics: opts.metrics ?? noopMetrics,
+    life: new Lifecycle(),
   };
-  return function handle(req: IncomingMessage, res: ServerResponse, target: Target, id: Identity): Promise<void> {
-    return new Exchange(settings, req, res, target, id).run();
-  };
+  const { life } = settings;
+  function handle(req: IncomingMessage, res: ServerResponse, target: Target, id: Identity): Promise<void> {
+    const x = new Exchange(settings, req, res, target, id);
+    life.active++;
+    if (life.draining) {
+      // A request on a kept-alive connection after the stop began: refused (audited), and the connection ends.
+      res.shouldKeepAlive = false;
+      return x.refuse(STOPPING, 'deny', 'gateway_stopping').then(life.done, life.done);
+    }
+    return x.run().then(life.done, life.done);
+  }
+  return Object.assign(handle, {
+    /** Graceful stop (issue 25, item 7): see Lifecycle.drain. */
+    drain: (graceMs: number) => life.drain(graceMs),
+    /** Exchanges running now (held ones included). */
+    active: () => life.active,
+  });
 }
 
 export type Pipeline = ReturnType<typeof createPipeline>;

@@ -10,6 +10,8 @@ import { ERROR_CODES, type ErrorCode } from '../lib/errors.js';
 export interface Refusal {
   code: ErrorCode;
   message: string;
+  /** Seconds for `Retry-After` (a node stopping: issue 25, item 7); absent on most refusals. */
+  retryAfter?: number;
 }
 
 export const refusal = (code: ErrorCode, message: string): Refusal => ({ code, message });
@@ -25,6 +27,7 @@ export function sendRefusal(req: IncomingMessage, res: ServerResponse, r: Refusa
       'cache-control': 'no-store',
     };
     if (r.code === 'proxy_auth_required') headers['proxy-authenticate'] = 'Basic realm="agent-gateway"';
+    if (r.retryAfter !== undefined) headers['retry-after'] = r.retryAfter;
     res.writeHead(status, headers);
   }
   res.end(body);
@@ -39,7 +42,7 @@ export function refuseSocket(socket: Duplex, r: Refusal): void {
   const body = JSON.stringify({ error: r.code, message: r.message });
   // The standard reason phrase: a 502 or 503 on a raw socket read "Error" before.
   const reason = STATUS_CODES[status] ?? 'Error';
-  const extra = status === 407 ? 'Proxy-Authenticate: Basic realm="agent-gateway"\r\n' : '';
+  const extra = (status === 407 ? 'Proxy-Authenticate: Basic realm="agent-gateway"\r\n' : '') + (r.retryAfter !== undefined ? `Retry-After: ${r.retryAfter}\r\n` : '');
   socket.end(
     `HTTP/1.1 ${status} ${reason}\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\n` +
       `X-Gateway-Error: ${r.code}\r\n${extra}Connection: close\r\n\r\n${body}`,

@@ -61,7 +61,9 @@ export function createUpstream(opts: UpstreamOptions): Upstream {
     createConnection: (tls) => (tls ? httpsConnection : httpConnection),
     origin: (host, port, tls) => `${tls ? 'https' : 'http'}://${urlHost(host)}:${port}`,
     async close() {
-      await dispatcher.close();
+      // Called once the stop's grace is over (bin/service.ts): what is still in flight is cut,
+      // not waited for (close() would wait for an upstream that never answers).
+      await dispatcher.destroy();
     },
   };
 }

@@ -29,3 +29,9 @@ export async function migrateLatest(db: Knex): Promise<string[]> {
   const [, applied] = await db.migrate.latest({ migrationSource: new DirectoryMigrationSource() });
   return applied as string[];
 }
+
+/** Migrations this code has that the store has not applied (readiness: "migrations are current"). */
+export async function pendingMigrations(db: Knex): Promise<string[]> {
+  const [, pending] = (await db.migrate.list({ migrationSource: new DirectoryMigrationSource() })) as [unknown[], Array<string | { file?: string; name?: string }>];
+  return pending.map((p) => (typeof p === 'string' ? p : String(p.file ?? p.name)));
+}

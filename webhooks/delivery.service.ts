@@ -4,6 +4,7 @@ import type { Clock } from '../lib/clock.js';
 import { iso } from '../lib/clock.js';
 import { newId } from '../lib/ids.js';
 import type { Logger } from '../lib/log.js';
+import { noopMetrics, type Metrics } from '../lib/metrics.js';
 import { withTx, type Db } from '../store/db.js';
 import type { PruneOptions } from '../store/prune.js';
 import { deliveriesStore, type DeliveryRow, type DeliveryStatus } from './deliveries.store.js';
@@ -64,6 +65,8 @@ export interface DeliveryDeps {
   log: Logger;
   /** The endpoint's current URL and signing secrets, read at send time; null when removed. */
   target: (developerId: string) => Promise<DeliveryTarget | null>;
+  /** Counts attempts by outcome (gateway_webhook_deliveries_total, issue 25, item 2). */
+  metrics?: Metrics;
 }
 
 /** One attempt, as GET /v1/webhook-deliveries shows it. */
@@ -112,6 +115,7 @@ export interface DeliveryStats {
  */
 export function createWebhookDeliveryService(deps: DeliveryDeps, opts: DeliveryOptions) {
   const { db, clock, log } = deps;
+  const metrics = deps.metrics ?? noopMetrics;
   const timeoutMs = opts.timeoutMs ?? DEFAULT_ATTEMPT_TIMEOUT_MS;
   const leaseMs = opts.leaseMs ?? timeoutMs + LEASE_MARGIN_MS;
   const maxInFlight = opts.maxInFlight ?? DEFAULT_MAX_IN_FLIGHT;
@@ -258,7 +262,7 @@ export function createWebhookDeliveryService(deps: DeliveryDeps, opts: DeliveryO
   }
 
   async function cancel(row: ClaimedEventRow, token: string): Promise<void> {
-    await eventsStore.cancelClaimed(db, row.id, token);
+    if ((await eventsStore.cancelClaimed(db, row.id, token)) > 0) metrics.webhookDelivery('cancelled');
   }
 
   async function attempt(row: ClaimedEventRow, token: string, target: DeliveryTarget, freeSlot: () => void): Promise<void> {
@@ -289,6 +293,7 @@ export function createWebhookDeliveryService(deps: DeliveryDeps, opts: DeliveryO
     const finishedAt = clock.nowMs();
     const attempts = row.attempts + 1;
     const next = result.ok ? null : nextAttemptAt(row.created_at, attempts, finishedAt);
+    metrics.webhookDelivery(result.ok ? 'delivered' : next === null ? 'failed' : 'retry');
     const delivery: DeliveryRow = {
       id: newId('dlv'),
       event_id: row.id,
@@ -414,6 +419,11 @@ export function createWebhookDeliveryService(deps: DeliveryDeps, opts: DeliveryO
 
     stats(): Readonly<DeliveryStats> {
       return { ...stats };
+    },
+
+    /** Events waiting for delivery, due or not, in every process (gateway_webhook_queue_depth). */
+    queueDepth(): Promise<number> {
+      return eventsStore.countPending(db);
     },
 
     /**

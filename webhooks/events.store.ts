@@ -49,6 +49,11 @@ export const eventsStore = {
   async insert(db: Queryable, row: WebhookEventRow): Promise<void> {
     await db('webhook_events').insert(row);
   },
+  /** Events still to deliver (webhook_events_due_idx: a range of the index, not the table). */
+  async countPending(db: Queryable): Promise<number> {
+    const row = await db('webhook_events').where('status', 'pending').count({ n: '*' }).first();
+    return Number((row as { n?: number | string } | undefined)?.n ?? 0);
+  },
   async get(db: Queryable, id: string): Promise<WebhookEventRow | null> {
     const row = await db<WebhookEventRow>('webhook_events').where({ id }).first();
     return row ? normalize(row) : null;

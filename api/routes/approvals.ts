@@ -4,16 +4,27 @@ import type { AccountsService } from '../../accounts/accounts.service.js';
 import type { ApprovalsService } from '../../approvals/approvals.service.js';
 import { bearerKey, developerOf } from '../middleware/auth.js';
 import { page, parsePage } from '../pagination.js';
-import { approvalStatusQuery, decisionBody, environmentIdQuery } from '../schemas/approvals.js';
+import { approvalStatusQuery, decisionBody, decisionSchema, environmentIdQuery } from '../schemas/approvals.js';
 import { SIGNATURE_HEADER } from '../../webhooks/signing.js';
 import { DECISION_BODY_BYTES, readJsonBody, refuseUnread } from '../middleware/json-body.js';
+import { describeRoute } from '../openapi/route-spec.js';
+import Joi from 'joi';
+import { approvalIdParam, grantIdParam, pageQuery } from '../schemas/common.js';
+import { approvalPage, approvalRecord, grantPage } from '../schemas/records.js';
 
 /** Approvals and grants behind the API key (decisions.md "Approvals and grants"). */
 export function approvalsRouter(deps: { approvals: ApprovalsService }): Router {
   const { approvals } = deps;
   const r = Router();
 
-  r.get('/approvals', async (req, res) => {
+  r.get('/approvals', describeRoute({
+    summary: 'List approval requests, newest first',
+    query: pageQuery.keys({
+      status: Joi.string().valid('pending', 'approved', 'denied', 'expired'),
+      environment_id: Joi.string(),
+    }),
+    responses: { 200: approvalPage },
+  }), async (req, res) => {
     const { limit, after } = parsePage(req.query);
     const status = approvalStatusQuery(req.query);
     const environmentId = environmentIdQuery(req.query);
@@ -25,18 +36,18 @@ export function approvalsRouter(deps: { approvals: ApprovalsService }): Router {
     res.json(page(items, limit));
   });
 
-  r.get('/approvals/:id', async (req, res) => {
+  r.get('/approvals/:id', describeRoute({ params: approvalIdParam, summary: 'Get an approval request', responses: { 200: approvalRecord } }), async (req, res) => {
     res.json(await approvals.get(developerOf(req).id, req.params.id));
   });
 
-  r.get('/grants', async (req, res) => {
+  r.get('/grants', describeRoute({ summary: 'List grants in effect', query: pageQuery.keys({ environment_id: Joi.string() }), responses: { 200: grantPage } }), async (req, res) => {
     const { limit, after } = parsePage(req.query);
     const environmentId = environmentIdQuery(req.query);
     const items = await approvals.listGrants(developerOf(req).id, { limit, after, ...(environmentId !== undefined ? { environmentId } : {}) });
     res.json(page(items, limit));
   });
 
-  r.delete('/grants/:id', async (req, res) => {
+  r.delete('/grants/:id', describeRoute({ params: grantIdParam, summary: 'Revoke a grant', responses: { 204: null } }), async (req, res) => {
     await approvals.revokeGrant(developerOf(req).id, req.params.id);
     res.status(204).end();
   });
@@ -60,7 +71,14 @@ export function decisionRouter(deps: { approvals: ApprovalsService; accounts: Ac
   const { approvals, accounts } = deps;
   const r = Router();
 
-  r.post('/approvals/:id/decision', async (req, res) => {
+  r.post('/approvals/:id/decision', describeRoute({ params: approvalIdParam, 
+    summary: 'Decide an approval request: approve with a scope, or deny (an API key, or a signed callback); answers the decided request',
+    description: 'Checks in the order 404, 401, 409, 400, 403 (decisions.md). The body is read up to 64 KiB.',
+    auth: 'key_or_signature',
+    body: decisionSchema,
+    responses: { 200: approvalRecord },
+    errors: ['already_decided', 'invalid_decision', 'missing_scope', 'invalid_scope', 'scope_too_wide'],
+  }), async (req, res) => {
     const id = req.params.id;
     if (req.headers.authorization !== undefined) {
       const key = bearerKey(req);

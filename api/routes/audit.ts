@@ -4,6 +4,10 @@ import type { AuditService } from '../../audit/audit.service.js';
 import { DECISIONS, type AuditDecision } from '../../audit/entry.js';
 import { developerOf } from '../middleware/auth.js';
 import { optionalString, page, parsePage } from '../pagination.js';
+import { describeRoute } from '../openapi/route-spec.js';
+import Joi from 'joi';
+import { pageQuery } from '../schemas/common.js';
+import { auditPage, auditVerifyRecord } from '../schemas/records.js';
 
 /** An empty filter (`?connector=`) is no filter, as an empty `after` is no cursor. */
 function filter(query: Record<string, unknown>, name: string): string | undefined {
@@ -16,7 +20,15 @@ export function auditRouter(deps: { audit: AuditService }): Router {
   const { audit } = deps;
   const r = Router();
 
-  r.get('/audit-log', async (req, res) => {
+  r.get('/audit-log', describeRoute({
+    summary: 'Audit entries, one per proxied request',
+    query: pageQuery.keys({
+      environment_id: Joi.string(),
+      decision: Joi.string().valid('allow', 'deny', 'ask'),
+      connector: Joi.string(),
+    }),
+    responses: { 200: auditPage },
+  }), async (req, res) => {
     const { limit, after } = parsePage(req.query);
     const decision = filter(req.query, 'decision');
     if (decision !== undefined && !(DECISIONS as readonly string[]).includes(decision)) {
@@ -32,7 +44,7 @@ export function auditRouter(deps: { audit: AuditService }): Router {
     res.json(page(items, limit));
   });
 
-  r.get('/audit-log/verify', async (req, res) => {
+  r.get('/audit-log/verify', describeRoute({ summary: 'Check the audit log\'s hash chain', responses: { 200: auditVerifyRecord } }), async (req, res) => {
     res.json(await audit.verify(developerOf(req).id));
   });
 

@@ -9,6 +9,10 @@ import { developerOf } from '../middleware/auth.js';
 import { requireJson } from '../middleware/json-body.js';
 import { validateBody } from '../validation.js';
 import { authorizeSchema, putOAuthClientSchema, type PutOAuthClientInput } from '../schemas/connections.js';
+import { describeRoute } from '../openapi/route-spec.js';
+import Joi from 'joi';
+import { connectionIdParam, environmentIdParam, providerParam } from '../schemas/common.js';
+import { authorizationLinkRecord, connectionList, connectionRecord, oauthClientList, oauthClientRecord, standInTokenList } from '../schemas/records.js';
 
 /**
  * Connections (service.md, docs/connections.md): OAuth clients (a list without paging is
@@ -25,39 +29,43 @@ export function connectionsRouter(deps: {
   const { oauthClients, authorizer, connections } = deps;
   const r = Router();
 
-  r.get('/oauth-clients', async (req, res) => {
+  r.get('/oauth-clients', describeRoute({ summary: 'The OAuth apps, one entry per provider (google, slack)', responses: { 200: oauthClientList } }), async (req, res) => {
     res.json({ data: await oauthClients.list(developerOf(req).id) });
   });
 
-  r.put('/oauth-clients/:provider', async (req, res) => {
+  r.put('/oauth-clients/:provider', describeRoute({ params: providerParam, summary: 'Register the developer\'s own OAuth app for a provider', body: putOAuthClientSchema, responses: { 200: oauthClientRecord } }), async (req, res) => {
     const body = validateBody<PutOAuthClientInput>(putOAuthClientSchema, requireJson(req));
     res.json(await oauthClients.put(developerOf(req).id, String(req.params.provider), body));
   });
 
-  r.post('/connections/authorize', async (req, res) => {
+  r.post('/connections/authorize', describeRoute({ summary: 'An authorization link for an end user to connect an account', body: authorizeSchema, responses: { 201: authorizationLinkRecord }, errors: ['no_oauth_client'] }), async (req, res) => {
     const body = validateBody<AuthorizeInput>(authorizeSchema, requireJson(req));
     res.status(201).json(await authorizer.authorize(developerOf(req).id, body));
   });
 
   // ?end_user_id=&include_revoked=true|false → {data, has_more}: newest first, at most 500.
-  r.get('/connections', async (req, res) => {
+  r.get('/connections', describeRoute({
+    summary: 'Connections, newest first, at most 500',
+    query: Joi.object({ end_user_id: Joi.string(), include_revoked: Joi.string().valid('true', 'false') }),
+    responses: { 200: connectionList },
+  }), async (req, res) => {
     const endUserId = optionalString(req.query, 'end_user_id');
     const raw = optionalString(req.query, 'include_revoked');
     if (raw !== undefined && raw !== 'true' && raw !== 'false') throw new ServiceError('invalid_request', 'include_revoked must be true or false');
     res.json(await connections.list(developerOf(req).id, { ...(endUserId ? { endUserId } : {}), includeRevoked: raw === 'true' }));
   });
 
-  r.get('/connections/:id', async (req, res) => {
+  r.get('/connections/:id', describeRoute({ params: connectionIdParam, summary: 'Get a connection', responses: { 200: connectionRecord } }), async (req, res) => {
     res.json(await connections.get(developerOf(req).id, String(req.params.id)));
   });
 
   // decisions.md: the stand-ins this environment's VM receives.
-  r.get('/environments/:id/stand-in-tokens', async (req, res) => {
+  r.get('/environments/:id/stand-in-tokens', describeRoute({ params: environmentIdParam, summary: 'The stand-in tokens this environment\'s VM receives', responses: { 200: standInTokenList } }), async (req, res) => {
     res.json({ data: await deps.standInTokens(developerOf(req).id, String(req.params.id)) });
   });
 
   // 200 with the revoked connection (not 204), idempotent.
-  r.delete('/connections/:id', async (req, res) => {
+  r.delete('/connections/:id', describeRoute({ params: connectionIdParam, summary: 'Revoke a connection (idempotent)', responses: { 200: connectionRecord } }), async (req, res) => {
     res.json(await connections.revoke(developerOf(req).id, String(req.params.id)));
   });
 
@@ -74,7 +82,16 @@ const escapeHtml = (s: string): string => s.replace(/[&<>"']/g, (c) => `&#${c.ch
  */
 export function oauthCallbackRouter(deps: { callback: CallbackHandler }): Router {
   const r = Router();
-  r.get('/oauth/:provider/callback', async (req, res) => {
+  r.get('/oauth/:provider/callback', describeRoute({
+    summary: 'OAuth callback (public; the provider sends the end user\'s browser here)',
+    params: { provider: Joi.string().description('google or slack') },
+    query: Joi.object({ state: Joi.string(), code: Joi.string(), error: Joi.string() }),
+    responses: {
+      302: { description: 'To the return_url with status=ok&connection_id=... or status=error&error=...', headers: { Location: { description: 'The developer\'s return_url', schema: { type: 'string' } } } },
+      400: { description: 'A page saying the link is missing, unknown, expired or used', content: { 'text/html': { type: 'string' } } },
+      404: { description: 'Unknown provider (a page)', content: { 'text/html': { type: 'string' } } },
+    },
+  }), async (req, res) => {
     const out = await deps.callback.handle(String(req.params.provider), req.query as Record<string, unknown>);
     res.setHeader('Cache-Control', 'no-store');
     res.setHeader('Referrer-Policy', 'no-referrer');

@@ -4,6 +4,9 @@ import { developerOf } from '../middleware/auth.js';
 import { requireJson } from '../middleware/json-body.js';
 import { validateBody } from '../validation.js';
 import { egressPutSchema } from '../schemas/secrets.js';
+import { describeRoute } from '../openapi/route-spec.js';
+import { environmentIdParam } from '../schemas/common.js';
+import { developerEgressRecord, environmentEgressRecord } from '../schemas/records.js';
 
 /**
  * The environment's egress allowlist (`{allow, source, effective}`) and the developer
@@ -13,18 +16,18 @@ export function egressRouter(deps: { egress: EgressService }): Router {
   const { egress } = deps;
   const r = Router();
 
-  r.get('/environments/:id/egress', async (req, res) => {
+  r.get('/environments/:id/egress', describeRoute({ params: environmentIdParam, summary: 'The environment\'s egress allowlist and the effective one', responses: { 200: environmentEgressRecord } }), async (req, res) => {
     res.json(await egress.getEnvironment(developerOf(req).id, req.params.id));
   });
-  r.put('/environments/:id/egress', async (req, res) => {
+  r.put('/environments/:id/egress', describeRoute({ params: environmentIdParam, summary: 'Set (or clear with null) the environment\'s egress allowlist', body: egressPutSchema, responses: { 200: environmentEgressRecord }, errors: ['environment_destroyed'] }), async (req, res) => {
     const { allow } = validateBody<{ allow: string[] | null }>(egressPutSchema, requireJson(req));
     res.json(await egress.putEnvironment(developerOf(req).id, req.params.id, allow));
   });
 
-  r.get('/egress', async (req, res) => {
+  r.get('/egress', describeRoute({ summary: 'The developer\'s default egress allowlist', responses: { 200: developerEgressRecord } }), async (req, res) => {
     res.json(await egress.getDeveloper(developerOf(req).id));
   });
-  r.put('/egress', async (req, res) => {
+  r.put('/egress', describeRoute({ summary: 'Set (or clear with null) the developer\'s default egress allowlist', body: egressPutSchema, responses: { 200: developerEgressRecord } }), async (req, res) => {
     const { allow } = validateBody<{ allow: string[] | null }>(egressPutSchema, requireJson(req));
     res.json(await egress.putDeveloper(developerOf(req).id, allow));
   });

@@ -5,6 +5,15 @@ import { developerOf } from '../middleware/auth.js';
 import { requireJson, noBody } from '../middleware/json-body.js';
 import { validateBody } from '../validation.js';
 import { execSchema, writeFileSchema } from '../schemas/runtime.js';
+import { describeRoute } from '../openapi/route-spec.js';
+import { environmentIdParam } from '../schemas/common.js';
+import { execResultRecord, fileReadRecord, fileWrittenRecord, hostList } from '../schemas/records.js';
+
+import Joi from 'joi';
+import type { ErrorCode } from '../../lib/errors.js';
+
+/** What exec and files can answer while the environment is woken and reached. */
+const RUNTIME_ERRORS: ErrorCode[] = ['environment_failed', 'environment_destroyed', 'limit_exceeded', 'environment_not_placed', 'environment_not_running', 'host_unavailable', 'guest_unavailable'];
 
 /**
  * Exec and files inside an environment (decisions.md; docs/environments.md).
@@ -18,7 +27,19 @@ export function runtimeRouter(deps: { runtime: RuntimeService }): Router {
   const { runtime } = deps;
   const r = Router();
 
-  r.post('/environments/:id/exec', async (req, res) => {
+  r.post('/environments/:id/exec', describeRoute({
+    params: environmentIdParam,
+    summary: 'Run a command in the environment (wakes it); JSON when done, or a text/event-stream with Accept: text/event-stream',
+    description: 'With `Accept: text/event-stream` the answer streams: events stdout and stderr carry {data} as output comes, and one exit event {exit_code, duration_ms, timed_out} ends it.',
+    body: execSchema,
+    responses: {
+      200: {
+        description: 'The command ended (JSON), or the event stream: events stdout and stderr {data}, then exit {exit_code, duration_ms, timed_out} (or error {error, message})',
+        content: { 'application/json': execResultRecord, 'text/event-stream': { type: 'string' } },
+      },
+    },
+    errors: ['exec_failed', 'exec_timeout', ...RUNTIME_ERRORS],
+  }), async (req, res) => {
     const input = validateBody<ExecInput>(execSchema, requireJson(req));
     const developerId = developerOf(req).id;
     if (!/text\/event-stream/i.test(req.headers.accept ?? '')) {
@@ -53,7 +74,7 @@ export function runtimeRouter(deps: { runtime: RuntimeService }): Router {
     }
   });
 
-  r.put('/environments/:id/files', async (req, res) => {
+  r.put('/environments/:id/files', describeRoute({ params: environmentIdParam, summary: 'Write a file on the environment\'s data disk', body: writeFileSchema, responses: { 200: fileWrittenRecord }, errors: ['file_operation_failed', ...RUNTIME_ERRORS] }), async (req, res) => {
     const input = validateBody<{ path: string; content: string; encoding: 'utf8' | 'base64' }>(writeFileSchema, requireJson(req));
     if (input.encoding === 'base64' && !/^[A-Za-z0-9+/]*={0,2}$/.test(input.content)) {
       throw new ServiceError('invalid_request', 'content is not valid base64');
@@ -61,13 +82,19 @@ export function runtimeRouter(deps: { runtime: RuntimeService }): Router {
     res.json(await runtime.writeFile(developerOf(req).id, req.params.id!, input));
   });
 
-  r.get('/environments/:id/files', noBody, async (req, res) => {
+  r.get('/environments/:id/files', noBody, describeRoute({
+    params: environmentIdParam,
+    summary: 'Read a file (at most 16 MiB), base64',
+    query: Joi.object({ path: Joi.string().required().description('Absolute, or relative to /home/agent') }),
+    responses: { 200: fileReadRecord },
+    errors: ['file_operation_failed', ...RUNTIME_ERRORS],
+  }), async (req, res) => {
     const path = req.query.path;
     if (typeof path !== 'string') throw new ServiceError('invalid_request', 'query parameter path is required (once)');
     res.json(await runtime.readFile(developerOf(req).id, req.params.id!, path));
   });
 
-  r.get('/hosts', noBody, async (_req, res) => {
+  r.get('/hosts', noBody, describeRoute({ summary: 'The platform\'s hosts and their measured isolation', responses: { 200: hostList } }), async (_req, res) => {
     res.json({ data: await runtime.listHosts() });
   });
 

@@ -6,6 +6,9 @@ import { developerOf } from '../middleware/auth.js';
 import { requireJson } from '../middleware/json-body.js';
 import { validateBody } from '../validation.js';
 import { secretPutSchema } from '../schemas/secrets.js';
+import { describeRoute } from '../openapi/route-spec.js';
+import { environmentIdParam, secretNameParam } from '../schemas/common.js';
+import { secretList, secretRecord } from '../schemas/records.js';
 
 /**
  * Environment secrets (`/environments/{id}/secrets`) and developer-level secrets
@@ -25,26 +28,26 @@ export function secretsRouter(deps: { secrets: SecretsService }): Router {
     return secrets.put(developerId, environmentId, name, body);
   };
 
-  r.get('/environments/:id/secrets', async (req, res) => {
+  r.get('/environments/:id/secrets', describeRoute({ params: environmentIdParam, summary: 'List the environment\'s secrets (never their values)', responses: { 200: secretList } }), async (req, res) => {
     res.json({ data: await secrets.list(developerOf(req).id, req.params.id) });
   });
-  r.put('/environments/:id/secrets/:name', async (req, res) => {
+  r.put('/environments/:id/secrets/:name', describeRoute({ params: { ...environmentIdParam, ...secretNameParam }, summary: 'Create (201) or replace (200) an environment secret', body: secretPutSchema, responses: { 201: secretRecord, 200: secretRecord }, errors: ['environment_destroyed'] }), async (req, res) => {
     const out = await put(req, req.params.id as string);
     res.status(out.created ? 201 : 200).json(out.secret);
   });
-  r.delete('/environments/:id/secrets/:name', async (req, res) => {
+  r.delete('/environments/:id/secrets/:name', describeRoute({ params: { ...environmentIdParam, ...secretNameParam }, summary: 'Delete an environment secret', responses: { 204: null } }), async (req, res) => {
     await secrets.remove(developerOf(req).id, req.params.id, req.params.name);
     res.status(204).end();
   });
 
-  r.get('/secrets', async (req, res) => {
+  r.get('/secrets', describeRoute({ summary: 'List the developer-level secrets (every environment)', responses: { 200: secretList } }), async (req, res) => {
     res.json({ data: await secrets.list(developerOf(req).id, null) });
   });
-  r.put('/secrets/:name', async (req, res) => {
+  r.put('/secrets/:name', describeRoute({ params: secretNameParam, summary: 'Create (201) or replace (200) a developer-level secret', body: secretPutSchema, responses: { 201: secretRecord, 200: secretRecord } }), async (req, res) => {
     const out = await put(req, null);
     res.status(out.created ? 201 : 200).json(out.secret);
   });
-  r.delete('/secrets/:name', async (req, res) => {
+  r.delete('/secrets/:name', describeRoute({ params: secretNameParam, summary: 'Delete a developer-level secret', responses: { 204: null } }), async (req, res) => {
     await secrets.remove(developerOf(req).id, null, req.params.name);
     res.status(204).end();
   });

@@ -4,6 +4,9 @@ import type { MembersService } from '../../accounts/members.service.js';
 import { developerOf } from '../middleware/auth.js';
 import { noBody, requireJson } from '../middleware/json-body.js';
 import { validateBody } from '../validation.js';
+import { describeRoute } from '../openapi/route-spec.js';
+import { memberIdParam } from '../schemas/common.js';
+import { createdMemberRecord, memberList } from '../schemas/records.js';
 
 const createSchema = Joi.object({
   email: Joi.string().email({ tlds: false }).max(320).required(),
@@ -18,15 +21,15 @@ const createSchema = Joi.object({
  */
 export function teamMembersRouter(deps: { members: MembersService; baseUrl: () => string }): Router {
   const r = Router();
-  r.post('/team-members', async (req, res) => {
+  r.post('/team-members', describeRoute({ summary: 'Add a console team member (answers a one-time sign-in link)', body: createSchema, responses: { 201: createdMemberRecord }, errors: ['member_exists'] }), async (req, res) => {
     const input = validateBody<{ email: string; name: string; password?: string }>(createSchema, requireJson(req));
     const { member, signInToken } = await deps.members.create(developerOf(req).id, input);
     res.status(201).json({ ...member, sign_in_url: `${deps.baseUrl()}/console/sign-in/${signInToken}` });
   });
-  r.get('/team-members', noBody, async (req, res) => {
+  r.get('/team-members', noBody, describeRoute({ summary: 'List team members', responses: { 200: memberList } }), async (req, res) => {
     res.json({ data: await deps.members.list(developerOf(req).id) });
   });
-  r.delete('/team-members/:id', noBody, async (req, res) => {
+  r.delete('/team-members/:id', noBody, describeRoute({ params: memberIdParam, summary: 'Remove a team member', responses: { 204: null } }), async (req, res) => {
     await deps.members.remove(developerOf(req).id, req.params.id!);
     res.status(204).end();
   });

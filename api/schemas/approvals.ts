@@ -1,4 +1,5 @@
 import type { Request } from 'express';
+import Joi from 'joi';
 import { ServiceError } from '../../lib/errors.js';
 import type { ApprovalStatus } from '../../approvals/approvals.store.js';
 import type { DecisionBody } from '../../approvals/approvals.service.js';
@@ -38,3 +39,17 @@ export function decisionBody(req: Request): DecisionBody {
   }
   return { ok: true, value: req.body };
 }
+
+/**
+ * The decision body for the OpenAPI document: approvals/decision.ts parses it by hand
+ * (every malformed decision is 400 `invalid_decision`, never 422); this says the same shape.
+ */
+export const decisionSchema = Joi.object({
+  decision: Joi.string().valid('approve', 'deny').required(),
+  scope: Joi.object({
+    kind: Joi.string().valid('once', 'task', 'session', 'until', 'permanent').required(),
+    task_id: Joi.string().description('kind task: the request\'s own task id'),
+    session_id: Joi.string().description('kind session: the request\'s own session id'),
+    until: Joi.number().integer().description('kind until: Unix seconds, in the future'),
+  }).allow(null).description('Required to approve; none on deny'),
+});

@@ -100,3 +100,11 @@ export const templateSchema = Joi.object({
 });
 
 export const IDEMPOTENCY_KEY = /^[\x21-\x7e]{1,255}$/;
+
+/**
+ * POST /v1/environments/batch, for the OpenAPI document: the route checks the envelope by
+ * hand (422 for each shape problem) and each item with createEnvironmentSchema.
+ */
+export const batchCreateSchema = Joi.object({
+  environments: Joi.array().items(createEnvironmentSchema).min(1).max(200).required(),
+});

@@ -1,5 +1,6 @@
 import Joi from 'joi';
-import { CATEGORIES, MAX_CONNECTOR_LENGTH, validateRules, type Rule } from '../../policy-engine/index.js';
+import { CATEGORIES, MAX_CONNECTOR_LENGTH, MAX_RULES, validateRules, type Rule } from '../../policy-engine/index.js';
+import { policyRuleRecord } from './records.js';
 import { ServiceError } from '../../lib/errors.js';
 import type { PolicyCheckInput } from '../../policies/policies.service.js';
 
@@ -33,4 +34,12 @@ export const policyCheckSchema = Joi.object<PolicyCheckInput>({
   category: Joi.string().valid(...CATEGORIES).required(),
   task_id: tag,
   session_id: tag,
+});
+
+/**
+ * `{rules: [...]}` for the OpenAPI document. parsePolicyBody above checks it (the policy
+ * engine's validateRules, which joi may not be imported into); this says the same shape.
+ */
+export const policyBodySchema = Joi.object({
+  rules: Joi.array().items(policyRuleRecord).max(MAX_RULES).required(),
 });

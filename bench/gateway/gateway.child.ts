@@ -9,7 +9,8 @@
  * pending approval through the approvals service, as the decision endpoint does: paths
  * ending in an even number approved `once`, odd ones denied), `audit` (flushes the audit
  * writer and counts the entries of one environment), `heapSnapshot`, `heapSampling` and
- * `heapProfile` (memory investigations of the hold test), `exit`.
+ * `heapProfile` (memory investigations of the hold test), `exit`. BENCH_METRICS=off starts the
+ * service with the no-op Metrics port (run.ts --metrics-ab).
  */
 import { randomBytes } from 'node:crypto';
 import { writeHeapSnapshot } from 'node:v8';
@@ -39,7 +40,8 @@ const config = loadConfig({
 });
 const log = createLogger(config.logLevel);
 let inspector: Session | null = null;
-const svc = await startService(config, log);
+// BENCH_METRICS=off: the no-op Metrics port (run.ts --metrics-ab, issue 25 item 2).
+const svc = await startService(config, log, { metrics: process.env.BENCH_METRICS !== 'off' });
 
 serveIpc({
   async pending() {

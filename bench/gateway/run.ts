@@ -45,6 +45,10 @@
  *                                      (built first when stale); 0: its sources under tsx
  *   --compare       BENCH_COMPARE      another checkout of this repository: its gateway runs too,
  *                                      as target gateway-b, interleaved with ours (A/B of a change)
+ *   --metrics-ab    BENCH_METRICS_AB   1: a second gateway of this checkout runs with the no-op Metrics port
+ *                                      (startService's `metrics: false`: no prom-client, no /metrics), as
+ *                                      target gateway-nometrics, interleaved with ours; a table of the two
+ *                                      side by side closes the run (issue 25, item 2: metrics cost < 3 %)
  */
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync, readFileSync, existsSync, statSync } from 'node:fs';
 import { tmpdir, cpus } from 'node:os';
@@ -75,6 +79,7 @@ const MODES = option('modes', 'BENCH_MODES', 'keepalive,fresh').split(',').filte
 const PROFILE = option('profile', 'BENCH_PROFILE', '');
 const JSON_OUT = option('json', 'BENCH_JSON', '');
 const COMPARE = option('compare', 'BENCH_COMPARE', '');
+const METRICS_AB = option('metrics-ab', 'BENCH_METRICS_AB', '0') === '1';
 const HEAP_SNAPSHOT = option('heap-snapshot', 'BENCH_HEAP_SNAPSHOT', '');
 const HEAP_PROFILE = option('heap-profile', 'BENCH_HEAP_PROFILE', '');
 const GATEWAY_DB = option('gateway-db', 'BENCH_GATEWAY_DB', '');
@@ -332,6 +337,15 @@ async function main(): Promise<void> {
     env: { BENCH_DIR: path.join(dir, 'b'), BENCH_UPSTREAM_PORT: String(upstream.info.port), BENCH_UPSTREAM_CA_FILE: upstream.info.caFile },
     logFile: path.join(dir, 'gateway-b.log'),
   }));
+  if (METRICS_AB) mkdirSync(path.join(dir, 'nometrics'));
+  if (METRICS_AB) starting.push(startChild('gateway-nometrics', 'gateway.child.ts', {
+    compiled: COMPILED,
+    env: {
+      BENCH_DIR: path.join(dir, 'nometrics'), BENCH_UPSTREAM_PORT: String(upstream.info.port), BENCH_UPSTREAM_CA_FILE: upstream.info.caFile, BENCH_METRICS: 'off',
+      ...(gatewayDbUrl ? { BENCH_GATEWAY_DATABASE_URL: `${gatewayDbUrl}_nm` } : {}),
+    },
+    logFile: path.join(dir, 'gateway-nometrics.log'),
+  }));
   const procs = await Promise.all(starting);
   children.push(...procs);
   const byName = new Map(procs.map((p) => [p.name, p]));
@@ -380,6 +394,19 @@ async function main(): Promise<void> {
     targets.push({
       name: 'gateway-b', label: `gateway of ${COMPARE}`, origin: 'https://bench.example', authorization: `Bearer ${env.placeholder}`,
       proc: gatewayB, completed: 0,
+      dispatcher: (fresh) => proxyDispatcher(env.proxyUri, ctx, fresh, env.token),
+    });
+  }
+  const gatewayNm = byName.get('gateway-nometrics');
+  if (gatewayNm) {
+    const env = await gatewayEnvironment(gatewayNm, 'bench.example', 'BENCH_KEY', [
+      { connector: 'secret:BENCH_KEY', category: 'read', effect: 'allow' },
+      { connector: 'secret:BENCH_KEY', category: 'write', effect: 'allow' },
+    ]);
+    const ctx = createSecureContext({ ca: env.ca });
+    targets.push({
+      name: 'gateway-nometrics', label: `our gateway, metrics off (no-op port, ${STORE_LABEL})`, origin: 'https://bench.example', authorization: `Bearer ${env.placeholder}`,
+      proc: gatewayNm, completed: 0,
       dispatcher: (fresh) => proxyDispatcher(env.proxyUri, ctx, fresh, env.token),
     });
   }
@@ -466,6 +493,30 @@ async function main(): Promise<void> {
   // ---- the issue's targets ----
   const checks: string[] = [];
   const r = (t: string, l: string, m: string) => results.find((x) => x.target === t && x.load === l && x.mode === m);
+
+  // ---- metrics A/B (issue 25, item 2): the same gateway with and without the Metrics port ----
+  if (gatewayNm && want('gateway')) {
+    print();
+    print('### Metrics A/B: metrics on (prom-client) vs off (no-op port), same run, interleaved');
+    print();
+    print('| mode, load | req/s on / off | p50 ms on / off | p99 ms on / off | proxy CPU µs/req on / off | CPU cost of metrics | req/s cost of metrics |');
+    print('|---|---:|---:|---:|---:|---:|---:|');
+    const pct = (on: number, off: number) => `${(((on - off) / off) * 100).toFixed(1)} %`;
+    for (const m of MODES) {
+      for (const l of loads) {
+        const on = r('gateway', l.name, m);
+        const off = r('gateway-nometrics', l.name, m);
+        if (!on || !off) continue;
+        print(`| ${MODE_LABEL[m]}, ${l.name} | ${fmt(on.rps)} / ${fmt(off.rps)} | ${fmt(on.p50_ms, 2)} / ${fmt(off.p50_ms, 2)} | ${fmt(on.p99_ms, 2)} / ${fmt(off.p99_ms, 2)} | ` +
+          `${fmt(on.proxy_cpu_us_per_req)} / ${fmt(off.proxy_cpu_us_per_req)} | ${pct(on.proxy_cpu_us_per_req, off.proxy_cpu_us_per_req)} | ${pct(off.rps, on.rps)} |`);
+        if (m === 'keepalive' && l.name === 'small') {
+          const cost = (on.proxy_cpu_us_per_req - off.proxy_cpu_us_per_req) / off.proxy_cpu_us_per_req;
+          checks.push(`${cost < 0.03 ? 'MET' : 'NOT MET'}: metrics cost, keep-alive small GET: ${(cost * 100).toFixed(1)} % proxy CPU per request ` +
+            `(${fmt(on.proxy_cpu_us_per_req)} vs ${fmt(off.proxy_cpu_us_per_req)} µs), ${(((off.rps - on.rps) / on.rps) * 100).toFixed(1)} % req/s (target < 3 %)`);
+        }
+      }
+    }
+  }
   if (want('gateway')) {
     for (const l of loads) {
       const g = r('gateway', l.name, 'keepalive');
@@ -663,7 +714,9 @@ main()
     if (gatewayDbUrl) {
       const target = parseDatabaseUrl(gatewayDbUrl) as Extract<DbTarget, { client: 'mysql' }>;
       const k = knexFactory({ client: 'mysql2', connection: { host: target.host, port: target.port, user: target.user, password: target.password }, pool: { min: 0, max: 1 } });
-      await k.raw('DROP DATABASE IF EXISTS ??', [target.database]).catch((err: Error) => note(`could not drop ${target.database}: ${err.message}`));
+      for (const name of [target.database, ...(METRICS_AB ? [`${target.database}_nm`] : [])]) {
+        await k.raw('DROP DATABASE IF EXISTS ??', [name]).catch((err: Error) => note(`could not drop ${name}: ${err.message}`));
+      }
       await k.destroy();
     }
   });

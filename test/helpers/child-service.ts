@@ -33,7 +33,9 @@ export function killGroup(child: ChildProcess, signal: NodeJS.Signals = 'SIGKILL
  */
 export function startChildService(env: Record<string, string>, opts: { cwd?: string; timeoutMs?: number; detached?: boolean; command?: 'start' | 'host' } = {}): Promise<ChildService> {
   // detached: a process group of its own, for killGroup (tsx runs the service in a child node process).
-  const child = spawn(TSX, [GATEWAY, opts.command ?? 'start'], { cwd: opts.cwd ?? ROOT, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'], detached: opts.detached ?? false });
+  // `gateway host` serves /healthz and /readyz on 8082 by default: a free port here, unless the test chose one.
+  const defaults = opts.command === 'host' ? { GATEWAY_HEALTH_PORT: '0' } : {};
+  const child = spawn(TSX, [GATEWAY, opts.command ?? 'start'], { cwd: opts.cwd ?? ROOT, env: { ...defaults, ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'], detached: opts.detached ?? false });
   const lines: string[] = [];
   let exited: number | null | undefined;
   const exit = new Promise<number | null>((r) => child.once('exit', (code) => r((exited = code))));

@@ -9,10 +9,12 @@ import { existsSync } from 'node:fs';
  *
  * Skips about the database engine (`if (!usingMysql()) this.skip()`) are not gates of the
  * machine: they are correct on the SQLite run, which CI also makes, and stay plain skips.
- * They are the only ones left (the SQLite run's 3 pending, none on MySQL):
+ * They are the only ones left (the SQLite run's pending, none on MySQL):
  * test/integration/audit-concurrency.test.ts (two pools on one database),
  * webhooks-delivery.test.ts (two workers sharing the outbox) and webhooks-endpoint.test.ts
- * (a MySQL snapshot read): SQLite is one connection of one process.
+ * (a MySQL snapshot read): SQLite is one connection of one process; and (issue 25)
+ * test/e2e/cluster.test.ts (several nodes on one MySQL) and test/integration/health.test.ts's
+ * MySQL cut by a relay.
  */
 export function inCI(): boolean {
   return /^(true|1)$/i.test(process.env.CI ?? '');

@@ -86,6 +86,8 @@ export async function startTestService(env: Record<string, string> = {}): Promis
     // environments of the default 10 GiB does not need tens of GiB of this machine's disk
     // (test/security/sandbox-disk-quota.test.ts runs them preallocated, as production does).
     GATEWAY_DISK_PREALLOCATE: '0',
+    // A suite's close() cuts what is still under way after a second, not the production 30.
+    GATEWAY_SHUTDOWN_GRACE_SECS: '1',
     GATEWAY_MASTER_KEY: randomBytes(32).toString('base64'),
     GATEWAY_BOOTSTRAP_API_KEY: key,
     LOG_LEVEL: 'silent',

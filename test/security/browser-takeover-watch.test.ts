@@ -45,6 +45,10 @@ describe('attack: watching what a person types during a takeover', function () {
     await agent.ok('Input.dispatchKeyEvent', { type: 'keyDown', key: 'x', text: 'x' }, p.sessionId);
     await agent.event((ev) => ev.method === 'Runtime.bindingCalled' && ev.params.payload === 'x');
     const bindingCalls = (): number => agent.events.filter((ev) => ev.method === 'Runtime.bindingCalled').length;
+    // The trap is in the page twice (the evaluated one and the new-document one): both calls
+    // arrive before the count is taken (a CI run once took it between the two).
+    for (let i = 0; i < 200 && bindingCalls() < 2; i++) await new Promise((r) => setTimeout(r, 10));
+    expect(bindingCalls()).to.equal(2);
     const before = bindingCalls();
 
     const take = await w.t.api.post(`/v1/browser/leases/${l.id}/takeover`);

@@ -1,5 +1,5 @@
 import { expect } from 'chai';
-import { ConfigError, loadConfig } from '../../../config/config.js';
+import { ConfigError, defaultBaseUrl, loadConfig } from '../../../config/config.js';
 
 describe('config', () => {
   it('has the operating contract defaults', () => {
@@ -19,6 +19,33 @@ describe('config', () => {
     expect(c.retention).to.deep.equal({ webhookDays: 30, jobDays: 7, auditDays: null });
     expect(Object.isFrozen(c)).to.equal(true);
     expect(Object.isFrozen(c.retention)).to.equal(true);
+  });
+
+  it('the default store follows DATA_DIR (issue 25, item 8): DATA_DIR alone moves all state', () => {
+    expect(loadConfig({ DATA_DIR: '/srv/gw' }).databaseUrl).to.equal('sqlite:/srv/gw/gateway.sqlite');
+    expect(loadConfig({ DATA_DIR: '/srv/gw/' }).database).to.deep.include({ client: 'sqlite', filename: '/srv/gw/gateway.sqlite' });
+    expect(loadConfig({ DATA_DIR: 'state' }).databaseUrl).to.equal('sqlite:state/gateway.sqlite');
+    // Unset, it is the store it always was.
+    expect(loadConfig({}).databaseUrl).to.equal('sqlite:./data/gateway.sqlite');
+    // DATABASE_URL still wins.
+    expect(loadConfig({ DATA_DIR: '/srv/gw', DATABASE_URL: 'sqlite:/var/lib/gw.sqlite' }).databaseUrl).to.equal('sqlite:/var/lib/gw.sqlite');
+  });
+
+  it('links printed by the CLI use BASE_URL, else the API address, a wildcard bind as loopback', () => {
+    expect(defaultBaseUrl(loadConfig({ API_PORT: '9999' }))).to.equal('http://127.0.0.1:9999');
+    expect(defaultBaseUrl(loadConfig({ API_PORT: '9999', HOST: '0.0.0.0' }))).to.equal('http://127.0.0.1:9999');
+    expect(defaultBaseUrl(loadConfig({ API_PORT: '9999', HOST: '::' }))).to.equal('http://[::1]:9999');
+    expect(defaultBaseUrl(loadConfig({ HOST: '10.1.2.3' }))).to.equal('http://10.1.2.3:8080');
+    expect(defaultBaseUrl(loadConfig({ API_PORT: '9999', BASE_URL: 'https://gw.example.com/' }))).to.equal('https://gw.example.com');
+    expect(defaultBaseUrl(loadConfig({ API_PORT: '0' }), 41234)).to.equal('http://127.0.0.1:41234');
+  });
+
+  it('health port and shutdown grace (issue 25): unset and 30 s by default, validated', () => {
+    expect(loadConfig({}).healthPort).to.equal(null);
+    expect(loadConfig({}).shutdownGraceMs).to.equal(30_000);
+    expect(loadConfig({ GATEWAY_HEALTH_PORT: '9102', GATEWAY_SHUTDOWN_GRACE_SECS: '5' })).to.deep.include({ healthPort: 9102, shutdownGraceMs: 5000 });
+    expect(() => loadConfig({ GATEWAY_HEALTH_PORT: '70000' })).to.throw(ConfigError, /GATEWAY_HEALTH_PORT/);
+    expect(() => loadConfig({ GATEWAY_SHUTDOWN_GRACE_SECS: '-1' })).to.throw(ConfigError, /GATEWAY_SHUTDOWN_GRACE_SECS/);
   });
 
   it('reads the retention windows; the audit log is kept forever unless one is set', () => {
