@@ -16,7 +16,10 @@ const USAGE = `usage: gateway <command>
   keys list             list API keys (ids and last four characters only)
   keys revoke <id>      revoke an API key
   members create <email> [name]   add a console team member; prints a one-time sign-in link
-  members link <email>            a new one-time sign-in link for a member`;
+  members link <email>            a new one-time sign-in link for a member
+  hosts list            environment hosts: id, status, draining, capacity, environments held
+  hosts drain <id>      place nothing new on that host (what it runs keeps running)
+  hosts undrain <id>    place on it again`;
 
 /**
  * The first start's API key, once, on stderr: never in the JSON log on stdout, which must
@@ -134,6 +137,27 @@ async function main(argv: string[]): Promise<number> {
           return 1;
         }
         process.stdout.write(`${base}/console/sign-in/${await members.signInLink(m.id)}\n`);
+        return 0;
+      }
+    }
+    if (command === 'hosts') {
+      const { hostsStore, isDraining } = await import('../hosts/hosts.store.js');
+      const [sub, id] = rest;
+      if (sub === 'list') {
+        const { createRuntimeState } = await import('../environments/runtime.service.js');
+        const runtime = createRuntimeState({ db, clock: new ServiceClock() });
+        for (const h of await hostsStore.list(db)) {
+          const held = await runtime.heldOn(db, h.id);
+          process.stdout.write(`${h.id}  ${h.status}${isDraining(h) ? ' draining' : ''}  cpus ${held.cpus}/${h.cpus}  base memory ${held.memoryMib}/${h.memory_mib} MiB\n`);
+        }
+        return 0;
+      }
+      if ((sub === 'drain' || sub === 'undrain') && id) {
+        if (!(await hostsStore.setDraining(db, id, sub === 'drain'))) {
+          process.stderr.write(`no host ${id}\n`);
+          return 1;
+        }
+        process.stdout.write(sub === 'drain' ? `${id} is draining: nothing new is placed on it\n` : `${id} takes new environments again\n`);
         return 0;
       }
     }

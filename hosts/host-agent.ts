@@ -5,7 +5,7 @@ import type { Clock } from '../lib/clock.js';
 import type { Logger } from '../lib/log.js';
 import type { RuntimeState } from '../environments/runtime.service.js';
 import type { EnvironmentRow } from '../environments/environments.store.js';
-import { hostsStore, type HostRow } from './hosts.store.js';
+import { hostsStore, isDraining, type HostRow } from './hosts.store.js';
 import { alive } from './peer.js';
 import { DriverError, type ExecRequest, type ExecResult, type HostDriver, type Surface, type VmSpec } from './driver.js';
 
@@ -80,7 +80,8 @@ function surfaceHash(s: Surface): string {
 export async function placeOn(db: Db, runtime: RuntimeState, hostId: string, env: Pick<EnvironmentRow, 'id' | 'cpus' | 'base_memory_mib'>): Promise<boolean> {
   return withTx(db, async (trx) => {
     const host = await hostsStore.getForUpdate(trx, hostId);
-    if (!host || host.status !== 'online') return false;
+    // A draining host takes nothing new (read under the row lock, like its capacity).
+    if (!host || host.status !== 'online' || isDraining(host)) return false;
     const held = await runtime.heldOn(trx, hostId);
     if (held.cpus + Number(env.cpus) > Number(host.cpus) || held.memoryMib + Number(env.base_memory_mib) > Number(host.memory_mib)) return false;
     return (await runtime.claim(trx, env.id, hostId)) !== null;

@@ -14,6 +14,13 @@ export interface HostRow {
   created_at: number;
   /** Where it serves exec and files for other processes (hosts/rpc.ts); null: nowhere. */
   endpoint: string | null;
+  /** Placement puts nothing new here (migration 0030; 0/1 as the drivers read it). Never written by the host itself. */
+  draining?: boolean | number;
+}
+
+/** The draining flag as stored (a boolean column reads 0/1 on MySQL and SQLite). */
+export function isDraining(row: Pick<HostRow, 'draining'>): boolean {
+  return Boolean(Number(row.draining ?? 0));
 }
 
 export const hostsStore = {
@@ -46,5 +53,9 @@ export const hostsStore = {
   },
   list(db: Queryable): Promise<HostRow[]> {
     return db<HostRow>('hosts').orderBy('created_at', 'asc');
+  },
+  /** Sets or clears draining; false when there is no such host. */
+  async setDraining(db: Queryable, id: string, draining: boolean): Promise<boolean> {
+    return (await db('hosts').where({ id }).update({ draining })) > 0;
   },
 };

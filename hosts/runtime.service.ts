@@ -5,7 +5,7 @@ import type { Clock } from '../lib/clock.js';
 import { ServiceError } from '../lib/errors.js';
 import type { RuntimeState } from '../environments/runtime.service.js';
 import type { EnvironmentRow } from '../environments/environments.store.js';
-import { hostsStore } from './hosts.store.js';
+import { hostsStore, isDraining } from './hosts.store.js';
 import { DATA_DISK, DriverError, type ExecResult } from './driver.js';
 import type { HostHandle } from './rpc.js';
 import type { HostRow } from './hosts.store.js';
@@ -190,7 +190,7 @@ export function createRuntimeService(deps: RuntimeServiceDeps) {
 
   async function listHosts(): Promise<Array<Record<string, unknown>>> {
     return (await hostsStore.list(db)).map((h) => ({
-      id: h.id, name: h.name, driver: h.driver, status: h.status,
+      id: h.id, name: h.name, driver: h.driver, status: h.status, draining: isDraining(h),
       capacity: { cpus: Number(h.cpus), memory_mib: Number(h.memory_mib) },
       capabilities: fromJson(h.capabilities),
       last_heartbeat_at: new Date(Number(h.last_heartbeat_at)).toISOString(),

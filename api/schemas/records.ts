@@ -96,6 +96,7 @@ export const fileReadRecord = record('FileContent', { path: Joi.string(), conten
 
 export const hostRecord = record('Host', {
   id: Joi.string(), name: Joi.string(), driver: Joi.string(), status: Joi.string(),
+  draining: Joi.boolean().description('Placement puts nothing new here; what runs keeps running (`gateway hosts drain`)'),
   capacity: Joi.object({ cpus: int.required(), memory_mib: int.required() }),
   capabilities: Joi.any().description('The host\'s measured isolation'),
   last_heartbeat_at: ts,

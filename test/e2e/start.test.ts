@@ -175,6 +175,36 @@ describe('the service as a process (npm start)', function () {
     }
   });
 
+  it('hosts list | drain | undrain (issue 25): the flag placement reads; an unknown host is exit 1', async () => {
+    const db = freshDatabaseUrl();
+    const env = { ...process.env, DATABASE_URL: db.url, DATA_DIR: join(dir, 'data') };
+    const { createDb, parseDatabaseUrl } = await import('../../store/db.js');
+    const knex = await createDb(parseDatabaseUrl(db.url)!);
+    try {
+      const m = spawnSync(TSX, [GATEWAY, 'migrate'], { cwd: dir, env, encoding: 'utf8' });
+      expect(m.status, m.stderr).to.equal(0);
+      await knex('hosts').insert({
+        id: 'host_cli1', name: 'cli1', driver: 'process', cpus: 8, memory_mib: 16384, capabilities: '{}', status: 'online',
+        started_at: 1, last_heartbeat_at: 1, created_at: 1, endpoint: null,
+      });
+      const run = (...args: string[]) => spawnSync(TSX, [GATEWAY, 'hosts', ...args], { cwd: dir, env, encoding: 'utf8' });
+      expect(run('list').stdout).to.match(/^host_cli1  online  cpus 0\/8  base memory 0\/16384 MiB$/m);
+      const d = run('drain', 'host_cli1');
+      expect(d.status, d.stderr).to.equal(0);
+      expect(Number((await knex('hosts').where({ id: 'host_cli1' }).first()).draining)).to.equal(1);
+      expect(run('list').stdout).to.match(/^host_cli1  online draining  /m);
+      expect(run('undrain', 'host_cli1').status).to.equal(0);
+      expect(Number((await knex('hosts').where({ id: 'host_cli1' }).first()).draining)).to.equal(0);
+      const missing = run('drain', 'host_nosuch');
+      expect(missing.status).to.equal(1);
+      expect(missing.stderr).to.include('no host host_nosuch');
+      expect(run('drain').status).to.equal(2);
+    } finally {
+      await knex.destroy();
+      await db.drop();
+    }
+  });
+
   it('migrate, then keys create | list | revoke', async () => {
     const db = freshDatabaseUrl();
     const env = { ...process.env, DATABASE_URL: db.url, DATA_DIR: join(dir, 'data') };

@@ -94,6 +94,26 @@ describe('hosts: placement and liveness', function () {
     expect(await placeOn(t.svc.db, rs, 'host_off', await env('off-a'))).to.equal(false);
   });
 
+  it('a draining host (issue 25) takes nothing new, keeps what it holds, stays draining when it registers again; undrained, it takes again', async () => {
+    await host('host_drain', 100, 100_000);
+    const kept = await env('drain-kept', 1, 256);
+    expect(await placeOn(t.svc.db, rs, 'host_drain', kept)).to.equal(true);
+    expect(await hostsStore.setDraining(t.svc.db, 'host_drain', true)).to.equal(true);
+    expect(await hostsStore.setDraining(t.svc.db, 'host_nosuch', true)).to.equal(false);
+    const newcomer = await env('drain-new', 1, 256);
+    expect(await placeOn(t.svc.db, rs, 'host_drain', newcomer)).to.equal(false);
+    // What it holds stays on it.
+    expect((await t.svc.db('environments').where({ id: kept.id }).first()).host_id).to.equal('host_drain');
+    // A restart of the host registers it again (upsert of everything it reports): still draining.
+    await host('host_drain', 100, 100_000);
+    expect(await placeOn(t.svc.db, rs, 'host_drain', newcomer)).to.equal(false);
+    const listed = (await t.api.get('/v1/hosts')).body.data.find((h: { id: string }) => h.id === 'host_drain');
+    expect(listed).to.include({ status: 'online', draining: true });
+    expect(await hostsStore.setDraining(t.svc.db, 'host_drain', false)).to.equal(true);
+    expect(await placeOn(t.svc.db, rs, 'host_drain', newcomer)).to.equal(true);
+    expect((await t.api.get('/v1/hosts')).body.data.find((h: { id: string }) => h.id === 'host_drain')).to.include({ draining: false });
+  });
+
   it('a host that stopped heartbeating is marked offline; exec on its environment is 503 host_unavailable', async () => {
     await host('host_stale', 64, 100_000, 60_000);
     const e = await env('stale-a');

@@ -1519,6 +1519,8 @@ export interface components {
             name: string;
             driver: string;
             status: string;
+            /** @description Placement puts nothing new here; what runs keeps running (`gateway hosts drain`) */
+            draining: boolean;
             capacity: {
                 cpus: number;
                 memory_mib: number;
