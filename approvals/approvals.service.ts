@@ -5,7 +5,10 @@ import { iso } from '../lib/clock.js';
 import { newId } from '../lib/ids.js';
 import { ServiceError, notFound } from '../lib/errors.js';
 import type { Logger } from '../lib/log.js';
-import { isScope, isWiderThan, type Category, type GrantLike, type RequestDetails, type Scope } from '../policy-engine/index.js';
+import {
+  isScope, isWiderThan, limitsAmount, NO_USE, useOf, withinLimits,
+  type Category, type GrantLike, type GrantLimits, type GrantUse, type RequestDetails, type RequestFacts, type Scope,
+} from '../policy-engine/index.js';
 import { enqueueEvent } from '../webhooks/outbox.js';
 import { checkSignature, DEFAULT_TOLERANCE_SECS, parseSignatureHeader } from '../webhooks/signing.js';
 import { signatureDigest, usedSignaturesStore } from './used-signatures.store.js';
@@ -53,11 +56,18 @@ export interface Grant {
   expires_at: string | null;
   approval_id: string;
   created_at: string;
+  /** The decision's `limits` as given (currency lower-cased), or null (issue 26, item 2). */
+  limits: GrantLimits | null;
+  /** What forwarded requests spent, the approved request first; counted only with limits. */
+  used: { minor_units: number; uses: number };
 }
 
 /** A grant as the policy engine reads it (expires_at in ms), with its API record. */
 export interface EngineGrant extends GrantLike {
   readonly record: Grant;
+  /** A grant covers only requests within these (policy-engine withinLimits); null: no limits. */
+  readonly limits: GrantLimits | null;
+  readonly used: GrantUse;
 }
 
 export interface RequestApprovalInput {
@@ -78,11 +88,18 @@ export interface RequestApprovalInput {
    * fields; the caller builds it from the agent's request, never from a swapped one.
    */
   details?: RequestDetails | null;
+  /**
+   * What the request would do, as the policy reads it (policy-engine factsOf): a decision's
+   * limits must cover it (docs/policies-approvals.md, Spending mandates). Absent or null:
+   * nothing could be read, and no amount or recipient limit covers it.
+   */
+  facts?: RequestFacts | null;
 }
 
-/** An approval as the console's card shows it: the API record and the decoded details. */
+/** An approval as the console's card shows it: the API record, the decoded details and facts. */
 export interface ApprovalCard extends Approval {
   details: RequestDetails | null;
+  facts: RequestFacts | null;
 }
 
 export interface DecisionOutcome {
@@ -136,6 +153,71 @@ function parseDetails(raw: string | null | undefined): RequestDetails | null {
   }
 }
 
+/**
+ * Stored limits that cannot be read cover nothing (fail closed): never read as "no limits".
+ * `max_uses: 0` is what no request is within.
+ */
+const UNREADABLE_LIMITS: GrantLimits = Object.freeze({ max_uses: 0 });
+
+function parseLimitsColumn(raw: string | null | undefined): GrantLimits | null {
+  if (raw === null || raw === undefined) return null;
+  try {
+    const v = JSON.parse(raw) as GrantLimits;
+    return v && typeof v === 'object' && !Array.isArray(v) ? v : UNREADABLE_LIMITS;
+  } catch {
+    return UNREADABLE_LIMITS;
+  }
+}
+
+/** Facts as stored on an approval; unreadable reads as nothing known (no limit covers it). */
+function parseFacts(raw: string | null | undefined): RequestFacts | null {
+  if (!raw) return null;
+  try {
+    const v = JSON.parse(raw) as RequestFacts;
+    return v && typeof v === 'object' && !Array.isArray(v) ? v : null;
+  } catch {
+    return null;
+  }
+}
+
+/** Facts kept on an approval stay under a MySQL TEXT (64 KiB): a longer recipient list is dropped (unreadable). */
+const MAX_FACTS_CHARS = 60_000;
+
+function factsColumn(facts: RequestFacts | null | undefined): string | null {
+  if (!facts) return null;
+  const json = JSON.stringify(facts);
+  return json.length <= MAX_FACTS_CHARS ? json : JSON.stringify({ ...facts, recipients: null });
+}
+
+function usedOf(r: GrantRow): GrantUse {
+  return { minor_units: Number(r.used_minor_units ?? 0), uses: Number(r.uses ?? 0) };
+}
+
+/**
+ * Why limits do not cover a request (the 400 of a decision whose limits leave out the very
+ * request being approved), or null when they do.
+ */
+export function outsideLimits(limits: GrantLimits, facts: RequestFacts | null | undefined): string | null {
+  if (withinLimits(limits, NO_USE, facts)) return null;
+  if (limitsAmount(limits)) {
+    const a = facts?.amount;
+    if (!a) return 'the amount of the request being approved could not be read, so amount limits would not cover it: approve it without amount limits';
+    if (a.currency !== limits.currency) return `the request being approved is in ${a.currency.toUpperCase()}, not ${String(limits.currency).toUpperCase()}`;
+    if (limits.per_request_minor_units !== undefined && a.minor_units > limits.per_request_minor_units) {
+      return `the request being approved (${a.minor_units} minor units) is over per_request_minor_units (${limits.per_request_minor_units})`;
+    }
+    if (limits.total_minor_units !== undefined && a.minor_units > limits.total_minor_units) {
+      return `the request being approved (${a.minor_units} minor units) is over total_minor_units (${limits.total_minor_units})`;
+    }
+  }
+  if (limits.recipients_within !== undefined) {
+    const rs = facts?.recipients;
+    if (!rs || rs.length === 0) return 'the recipients of the request being approved could not be read, so recipients_within would not cover it';
+    return 'a recipient of the request being approved is outside recipients_within';
+  }
+  return 'the limits do not cover the request being approved';
+}
+
 export function toGrant(r: GrantRow): Grant {
   return {
     id: r.id,
@@ -148,10 +230,13 @@ export function toGrant(r: GrantRow): Grant {
     expires_at: iso(r.expires_at),
     approval_id: r.approval_id,
     created_at: iso(r.created_at)!,
+    limits: parseLimitsColumn(r.limits),
+    used: usedOf(r),
   };
 }
 
 function toEngineGrant(r: GrantRow): EngineGrant {
+  const record = toGrant(r);
   return {
     id: r.id,
     connector: r.connector,
@@ -160,7 +245,9 @@ function toEngineGrant(r: GrantRow): EngineGrant {
     task_id: r.task_id ?? null,
     session_id: r.session_id ?? null,
     expires_at: r.expires_at == null ? null : Number(r.expires_at),
-    record: toGrant(r),
+    limits: record.limits,
+    used: record.used,
+    record,
   };
 }
 
@@ -256,6 +343,7 @@ export function createApprovalsService(deps: ApprovalsDeps) {
       path: input.path,
       summary: summaryOf(input.method, input.host, input.path),
       details: input.details ? JSON.stringify(input.details) : null,
+      facts: factsColumn(input.facts),
       task_id: tag(input.task_id, 'task_id'),
       session_id: tag(input.session_id, 'session_id'),
       max_scope: input.max_scope,
@@ -309,7 +397,7 @@ export function createApprovalsService(deps: ApprovalsDeps) {
   async function listCards(developerId: string, opts: { status?: ApprovalStatus; environmentId?: string; limit: number; after: string | null }): Promise<ApprovalCard[]> {
     const now = clock.nowMs();
     const rows = await approvalsStore.list(db, developerId, { ...opts, nowMs: now });
-    return rows.map((r) => ({ ...toApproval(r, now), details: parseDetails(r.details) }));
+    return rows.map((r) => ({ ...toApproval(r, now), details: parseDetails(r.details), facts: parseFacts(r.facts) }));
   }
 
   /**
@@ -373,6 +461,18 @@ export function createApprovalsService(deps: ApprovalsDeps) {
         if (s.until > MAX_UNTIL_SECS) throw new ServiceError('invalid_scope', `until must be at most ${MAX_UNTIL_SECS} (9999-12-31T23:59:59Z)`);
       }
       scope = scopeOf(s);
+      // Spending mandates (issue 26, item 2): the approved request is the grant's first use,
+      // so limits that leave it out are refused rather than stored as a grant already
+      // outside them (docs/policies-approvals.md, Spending mandates).
+      const limits = decision.limits ?? null;
+      const facts = limits ? parseFacts(row.facts) : null;
+      if (limits) {
+        // An egress approval (category `connect`, environments/egress.service.ts) lets a host
+        // through, and its grant is never spent: a grant with limits would cover nothing there.
+        if (row.category === 'connect') throw new ServiceError('invalid_decision', 'limits bound the requests a grant lets through, and a connect (egress) grant spends none: approve it without limits');
+        const why = outsideLimits(limits, facts);
+        if (why !== null) throw new ServiceError('invalid_decision', `limits must cover the request being approved: ${why}`);
+      }
       // 403
       if (isWiderThan(scope, row.max_scope as Scope)) {
         throw new ServiceError('scope_too_wide', `scope ${scope} is wider than this request's max_scope ${row.max_scope}`);
@@ -391,6 +491,12 @@ export function createApprovalsService(deps: ApprovalsDeps) {
           approval_id: row.id,
           created_at: 0,
           revoked_at: null,
+          limits: limits ? JSON.stringify(limits) : null,
+          // The approved request is the first use, counted as the grant is born: were it
+          // counted only when forwarded, a request sent between the grant's commit and that
+          // forward could spend what it needs and the total would be passed.
+          used_minor_units: limits ? useOf(limits, facts).minor_units : 0,
+          uses: limits ? 1 : 0,
         };
       }
     }
@@ -668,6 +774,35 @@ export function createApprovalsService(deps: ApprovalsDeps) {
     grantsChanged(developerId, row.environment_id);
   }
 
+  /**
+   * Spends one use of a grant with limits for a request about to be forwarded (issue 26,
+   * item 2): the gateway calls it right before forwarding a request a grant with limits
+   * allowed. The limits are read from the store, the request's own checks (currency,
+   * per-request amount, recipients) made against them, and the total and uses spent with
+   * one conditional UPDATE, so across nodes exactly as many requests pass as fit. False: the
+   * request is not covered after all (the gateway asks again). A grant without limits
+   * spends nothing (true). Policy caches of the environment are dropped either way, so the
+   * next decision sees the new `used`.
+   */
+  async function consumeGrant(developerId: string, grantId: string, facts: RequestFacts | null | undefined): Promise<boolean> {
+    const row = await grantsStore.get(db, developerId, grantId);
+    if (!row) return false;
+    const limits = parseLimitsColumn(row.limits);
+    if (limits === null) return true;
+    try {
+      if (!withinLimits(limits, NO_USE, facts)) return false;
+      const use = useOf(limits, facts);
+      const n = await grantsStore.consume(db, developerId, grantId, {
+        minor_units: use.minor_units,
+        ...(limits.total_minor_units !== undefined ? { total_minor_units: limits.total_minor_units } : {}),
+        ...(limits.max_uses !== undefined ? { max_uses: limits.max_uses } : {}),
+      }, clock.nowMs());
+      return n === 1;
+    } finally {
+      grantsChanged(developerId, row.environment_id);
+    }
+  }
+
   /** An environment's grants in effect, in the form the policy engine indexes. */
   async function grantsInEffect(developerId: string, environmentId: string): Promise<EngineGrant[]> {
     const rows = await grantsStore.inEffectFor(db, developerId, environmentId, clock.nowMs());
@@ -685,7 +820,7 @@ export function createApprovalsService(deps: ApprovalsDeps) {
 
   return {
     requestApproval, get, list, listCards, decide, expireDue, pruneUsedSignatures, waitForDecision, recheck,
-    listGrants, revokeGrant, grantsInEffect, close,
+    listGrants, revokeGrant, grantsInEffect, consumeGrant, close,
   };
 }
 

@@ -25,6 +25,8 @@ export interface ApprovalRow {
   decided_by?: string | null;
   /** JSON of the request's decoded details for the console (policy-engine describeRequest), or null. */
   details?: string | null;
+  /** JSON of the request's facts (policy-engine RequestFacts; migration 0032), or null: what a decision's limits must cover. */
+  facts?: string | null;
   decided_at: number | null;
   grant_id: string | null;
   /**

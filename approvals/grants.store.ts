@@ -17,6 +17,19 @@ export interface GrantRow {
   approval_id: string;
   created_at: number;
   revoked_at: number | null;
+  /** JSON of the grant's GrantLimits (migration 0032), or null: a grant without limits. */
+  limits?: string | null;
+  /** Consumed by forwarded requests; counted only on a grant with limits. */
+  used_minor_units?: number;
+  uses?: number;
+}
+
+/** What one forwarded request spends of a grant with limits, and the bounds it must stay within. */
+export interface GrantConsumption {
+  minor_units: number;
+  /** From the grant's limits: the UPDATE matches only while the sum stays within them. */
+  total_minor_units?: number;
+  max_uses?: number;
 }
 
 /** Not revoked, and not a time-limited grant past its end. */
@@ -48,6 +61,20 @@ export const grantsStore = {
     inEffect(q, opts.nowMs);
     await applyKeysetAfter(db, q, 'grants', 'created_at', opts.after, 'desc', { developer_id: developerId });
     return q.limit(opts.limit + 1);
+  },
+
+  /**
+   * Spends one use of a grant with limits, atomically (issue 26, item 2): one conditional
+   * UPDATE, so of two nodes spending the last of a total at once exactly one matches a row.
+   * Only a grant in effect (not revoked, not past its end) is spent. Returns rows updated:
+   * 0 means the request is not covered after all.
+   */
+  consume(db: Queryable, developerId: string, id: string, c: GrantConsumption, nowMs: number): Promise<number> {
+    const q = db('grants').where({ developer_id: developerId, id });
+    inEffect(q, nowMs);
+    if (c.total_minor_units !== undefined) q.whereRaw('used_minor_units + ? <= ?', [c.minor_units, c.total_minor_units]);
+    if (c.max_uses !== undefined) q.whereRaw('uses + 1 <= ?', [c.max_uses]);
+    return q.update({ used_minor_units: db.raw('used_minor_units + ?', [c.minor_units]), uses: db.raw('uses + 1') });
   },
 
   /** Idempotent: only a grant not yet revoked changes. Returns rows updated. */

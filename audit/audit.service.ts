@@ -9,12 +9,57 @@ import { noopMetrics, type Metrics } from '../lib/metrics.js';
 import { auditStore, type ListFilters } from './audit.store.js';
 import { ChainVerifier, EMPTY_HEAD, chainRows, type ChainHead, type VerifyResult } from './chain.js';
 import { AuditBatchWriter, type AuditWriterStats, type BatchWriterOptions } from './batch-writer.js';
-import { sanitizeEntry, toAuditEntry, type AuditEntry, type AuditEntryInput, type AuditRow, type UnchainedRow } from './entry.js';
+import { parseFacts, sanitizeEntry, toAuditEntry, type AuditDecision, type AuditEntry, type AuditEntryInput, type AuditRow, type StoredFacts, type UnchainedRow } from './entry.js';
 
-export type { AuditEntry, AuditEntryInput } from './entry.js';
+export type { AuditEntry, AuditEntryInput, StoredFacts } from './entry.js';
 export type { VerifyResult } from './chain.js';
 export { AuditNotCommitted } from './batch-writer.js';
 export type { AuditWriterStats, BatchWriterOptions } from './batch-writer.js';
+
+/** What a policy simulation asks for (issue 26): the caller's entries, newest first. */
+export interface PolicyRecordsQuery {
+  environment_id?: string;
+  /** Only entries created at or after this (ms); null or absent: no bound. */
+  sinceMs?: number | null;
+  /** At most this many entries that reached the policy (a connector and a category). */
+  limit: number;
+}
+
+/** An entry as a policy simulation reads it: the request's policy inputs and the recorded verdict. */
+export interface PolicyRecord {
+  id: string;
+  created_at: number;
+  environment_id: string | null;
+  method: string;
+  host: string;
+  path: string;
+  connector: string;
+  category: string;
+  decision: AuditDecision;
+  reason: string | null;
+  /** The stored facts (bounded, scrubbed), or null when none were recorded or they do not parse. */
+  facts: StoredFacts | null;
+}
+
+export interface PolicyRecords {
+  /** Newest first (seq descending). */
+  records: PolicyRecord[];
+  /** Entries read, the skipped ones (no connector or category, before `since`) included. */
+  scanned: number;
+  /** False when the read stopped at POLICY_SCAN_MAX entries before it found `limit` or the start of the log. */
+  complete: boolean;
+}
+
+/** Rows per query when a policy simulation reads the log. */
+const POLICY_PAGE = 1000;
+/** At most this many entries are read for one simulation, whatever they are (bounded work). */
+export const POLICY_SCAN_MAX = 100_000;
+/**
+ * created_at is when a request finished, and seq is commit order: across processes an
+ * entry may be committed a little after a younger one. Reading newest first, the walk
+ * stops at the first entry older than `since` by more than this.
+ */
+const SINCE_SLACK_MS = 60_000;
 
 export interface ListAuditOptions extends ListFilters {
   /** An audit id: entries older than it. Unknown (or another developer's): empty page. */
@@ -236,6 +281,44 @@ export function createAuditService(deps: { db: Db; clock: Clock; log: Logger; ba
   }
 
   /**
+   * The developer's entries that reached the policy (a connector and a category: a
+   * request that carried a credential and was classified), newest first, for a policy
+   * simulation (issue 26; docs/policies-approvals.md "Simulation"). Reads POLICY_PAGE rows
+   * per query by seq (one index range each: the primary key, or the environment index),
+   * at most `limit` records and POLICY_SCAN_MAX rows in all, yielding to the event loop
+   * between pages. Read-only.
+   */
+  async function policyRecords(developerId: string, q: PolicyRecordsQuery): Promise<PolicyRecords> {
+    const out: PolicyRecord[] = [];
+    const since = q.sinceMs ?? null;
+    let beforeSeq: number | null = null;
+    let scanned = 0;
+    while (out.length < q.limit) {
+      if (scanned >= POLICY_SCAN_MAX) return { records: out, scanned, complete: false };
+      const rows = await auditStore.policyPage(db, developerId, q.environment_id, beforeSeq, Math.min(POLICY_PAGE, POLICY_SCAN_MAX - scanned));
+      for (const r of rows) {
+        scanned++;
+        const createdAt = Number(r.created_at);
+        if (since !== null && createdAt < since) {
+          if (createdAt < since - SINCE_SLACK_MS) return { records: out, scanned, complete: true };
+          continue;
+        }
+        if (r.connector == null || r.connector === '' || r.category == null || r.category === '') continue;
+        out.push({
+          id: r.id, created_at: createdAt, environment_id: r.environment_id ?? null, method: r.method, host: r.host, path: r.path,
+          connector: r.connector, category: r.category, decision: r.decision, reason: r.reason ?? null,
+          facts: r.facts == null ? null : parseFacts(r.facts),
+        });
+        if (out.length >= q.limit) break;
+      }
+      if (rows.length < POLICY_PAGE || out.length >= q.limit) break;
+      beforeSeq = Number(rows[rows.length - 1]!.seq);
+      await new Promise((resolve) => setImmediate(resolve));
+    }
+    return { records: out, scanned, complete: true };
+  }
+
+  /**
    * Walks the developer's chain in seq order, VERIFY_PAGE rows per query, recomputing each
    * hash (docs/audit.md: what it detects). It starts at the anchor, the last entry
    * retention pruned (genesis when none was), so only a prefix recorded as pruned may be
@@ -378,6 +461,7 @@ export function createAuditService(deps: { db: Db; clock: Clock; log: Logger; ba
     },
     stats: (): AuditWriterStats => writer.stats(),
     list,
+    policyRecords,
     verify,
     prune,
   };

@@ -32,7 +32,7 @@ function stateOf(row: { seq: unknown; hash: string; pruned_seq: unknown; pruned_
 const COLUMNS = [
   'developer_id', 'seq', 'id', 'created_at', 'environment_id', 'method', 'host', 'path', 'connector', 'category',
   'credential', 'decision', 'reason', 'matched_rules', 'approval_id', 'grant_id', 'status', 'upstream_status',
-  'bytes_in', 'bytes_out', 'duration_ms', 'redacted', 'prev_hash', 'hash',
+  'bytes_in', 'bytes_out', 'duration_ms', 'redacted', 'facts', 'prev_hash', 'hash',
 ] as const satisfies ReadonlyArray<keyof AuditRow>;
 const REDACTED = COLUMNS.indexOf('redacted');
 
@@ -86,8 +86,12 @@ function sqliteAppendFor(conn: SqliteConnection): SqliteAppend {
 const AUDIT_COLUMNS = [
   'id', 'developer_id', 'seq', 'created_at', 'environment_id', 'method', 'host', 'path', 'connector', 'category', 'credential', 'decision',
   'reason', 'matched_rules', 'approval_id', 'grant_id', 'status', 'upstream_status', 'bytes_in', 'bytes_out', 'duration_ms', 'redacted',
-  'prev_hash', 'hash',
+  'facts', 'prev_hash', 'hash',
 ] as const satisfies ReadonlyArray<keyof AuditRow>;
+
+/** What a policy simulation reads of an entry (policyPage). */
+const POLICY_COLUMNS = ['seq', 'id', 'created_at', 'environment_id', 'method', 'host', 'path', 'connector', 'category', 'decision', 'reason', 'facts'] as const;
+export type PolicyRow = Pick<AuditRow, (typeof POLICY_COLUMNS)[number]>;
 
 export const auditStore = {
   /**
@@ -235,6 +239,18 @@ export const auditStore = {
   async seqOf(db: Queryable, developerId: string, id: string): Promise<number | null> {
     const row = await db('audit_log').where({ developer_id: developerId, id }).first('seq');
     return row ? Number(row.seq) : null;
+  },
+
+  /**
+   * A page of the columns a policy simulation reads (issue 26), newest first, seq below
+   * `beforeSeq` (null: from the newest); one index range read (the primary key, or the
+   * environment index when `environmentId` is given).
+   */
+  policyPage(db: Queryable, developerId: string, environmentId: string | undefined, beforeSeq: number | null, limit: number): Promise<PolicyRow[]> {
+    const q = db<AuditRow>('audit_log').where({ developer_id: developerId });
+    if (environmentId !== undefined) q.andWhere({ environment_id: environmentId });
+    if (beforeSeq !== null) q.andWhere('seq', '<', beforeSeq);
+    return q.orderBy('seq', 'desc').limit(limit).select(...POLICY_COLUMNS) as unknown as Promise<PolicyRow[]>;
   },
 
   /** Newest first; `beforeSeq` is the keyset (the seq of the `after` entry). */

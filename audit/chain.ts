@@ -25,9 +25,10 @@ const NUMERIC = new Set<string>(['seq', 'created_at', 'status', 'upstream_status
 /**
  * `redacted` (issue 9) is hashed after HASHED_FIELDS and only when true, as
  * `,"redacted":true`: entries written before it existed (all false) keep their hashes, and
- * flipping it either way on a stored row breaks that row's hash.
+ * flipping it either way on a stored row breaks that row's hash. `facts` (issue 26) is
+ * hashed after it, only when not null, as `,"facts":"<its stored JSON text>"`.
  */
-export type HashedRow = Pick<AuditRow, (typeof HASHED_FIELDS)[number]> & { redacted?: boolean | number | null };
+export type HashedRow = Pick<AuditRow, (typeof HASHED_FIELDS)[number]> & { redacted?: boolean | number | null; facts?: string | null };
 
 /** `"name":` of each hashed field, the first without the comma; whether it is numeric. */
 const PARTS = HASHED_FIELDS.map((f, i) => [`${i === 0 ? '' : ','}${JSON.stringify(f)}:`, NUMERIC.has(f)] as const);
@@ -47,6 +48,10 @@ export function canonicalJson(row: HashedRow): string {
     out += name + (v == null ? 'null' : numeric ? JSON.stringify(Number(v)) : JSON.stringify(String(v)));
   }
   if (row.redacted === true || Number(row.redacted) === 1) out += ',"redacted":true';
+  // `facts` (issue 26) likewise: after everything else and only when stored (its JSON text
+  // as a JSON string), so entries without facts, those before the column included, keep
+  // their hashes; adding, changing or removing a row's facts breaks its hash.
+  if (row.facts != null) out += `,"facts":${JSON.stringify(String(row.facts))}`;
   return `${out}}`;
 }
 
@@ -75,7 +80,7 @@ export function chainRows(head: ChainHead, rows: readonly UnchainedRow[]): { row
       host: r.host, path: r.path, connector: r.connector, category: r.category, credential: r.credential, decision: r.decision,
       reason: r.reason, matched_rules: r.matched_rules, approval_id: r.approval_id, grant_id: r.grant_id, status: r.status,
       upstream_status: r.upstream_status, bytes_in: r.bytes_in, bytes_out: r.bytes_out, duration_ms: r.duration_ms,
-      redacted: r.redacted, prev_hash: prev, hash: '',
+      redacted: r.redacted, facts: r.facts, prev_hash: prev, hash: '',
     };
     row.hash = entryHash(prev, row);
     prev = row.hash;

@@ -1,5 +1,6 @@
 import { iso } from '../lib/clock.js';
 import { scrubString } from '../lib/log.js';
+import type { RequestFacts } from '../policy-engine/facts.js';
 
 /**
  * One audit entry: what the egress proxy writes once per request (decisions.md,
@@ -41,6 +42,12 @@ export interface AuditEntryInput {
   redacted?: boolean;
   /** When the request finished, ms (service clock); default: when it was queued. */
   created_at?: number;
+  /**
+   * What the policy read from the request (policy-engine/facts.ts: amount, recipients,
+   * channel), decoded from the agent's own body before any swap. Stored bounded and
+   * scrubbed (sanitizeFacts), so a simulation can replay the policy on it (issue 26).
+   */
+  facts?: RequestFacts | null;
 }
 
 /** A sanitised entry before it is chained: everything but seq, prev_hash and hash. */
@@ -68,6 +75,11 @@ export interface UnchainedRow {
   duration_ms: number;
   /** Hashed only when true (audit/chain.ts): rows from before the column keep their hashes. */
   redacted: boolean;
+  /**
+   * StoredFacts as JSON text, exactly as stored and hashed, or null (no facts). Hashed only
+   * when not null (audit/chain.ts): rows from before the column keep their hashes.
+   */
+  facts: string | null;
 }
 
 /** A row of `audit_log`. */
@@ -100,6 +112,8 @@ export interface AuditEntry {
   duration_ms: number;
   /** Present (true) only when the gateway redacted a real value from the answer. */
   redacted?: true;
+  /** Present only when the request's facts were recorded (issue 26); null for a stored value that does not parse. */
+  facts?: StoredFacts | null;
   prev_hash: string;
   hash: string;
 }
@@ -118,7 +132,27 @@ export const LIMITS = {
   category: 32,
   reason: 255,
   matched_rules: 4096,
+  /** Facts (sanitizeFacts): recipients kept, code points per address, channel, currency, and the whole JSON text. */
+  facts_recipients: 50,
+  facts_address: 254,
+  facts_channel: 100,
+  facts_currency: 16,
+  facts: 16_384,
 } as const;
+
+/**
+ * The facts as stored with an entry (issue 26): RequestFacts bounded and scrubbed. A key
+ * is present when the decoder set it (null: it could not read the value). When the
+ * request named more recipients than are kept, `recipients` holds the first
+ * LIMITS.facts_recipients and `recipients_total` how many there were; a reader must then
+ * treat the list as incomplete (the simulation does: unknown, the riskier reading).
+ */
+export interface StoredFacts {
+  amount?: { currency: string; minor_units: number } | null;
+  recipients?: string[] | null;
+  recipients_total?: number;
+  channel?: string | null;
+}
 
 const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/g;
 
@@ -180,6 +214,77 @@ function scrubJson(value: unknown, depth = 0): unknown {
   return Object.fromEntries(Object.entries(value).map(([k, v]) => [scrubString(k), scrubJson(v, depth + 1)]));
 }
 
+/**
+ * Our own tokens (placeholders `svcph_`, stand-ins `svcst_`) anywhere in a string, in any
+ * case: scrubString wants a word boundary before them and a whole token after them; a
+ * fact value carrying even part of one is replaced whole.
+ */
+const OWN_TOKEN = /svc(?:ph|st)_/i;
+
+/** A fact's string, bounded and scrubbed; null when it is not a string. */
+function factString(value: unknown, max: number): string | null {
+  if (typeof value !== 'string') return null;
+  if (OWN_TOKEN.test(value)) return '[redacted]';
+  return cleanString(value, max);
+}
+
+/**
+ * The request's facts as stored (StoredFacts as JSON text), or null when there are none.
+ * Bounded whatever the request carried: an amount is kept as is when well-formed (currency
+ * a string, cut to LIMITS.facts_currency; minor_units a safe integer), else null; at most
+ * LIMITS.facts_recipients recipients of at most LIMITS.facts_address code points each,
+ * `recipients_total` saying how many there were when more; a channel of at most
+ * LIMITS.facts_channel. Every string is scrubbed like the other fields, and one holding
+ * any part of a placeholder or stand-in token is replaced whole by `[redacted]` (facts are
+ * decoded from the agent's own body, before any swap: a secret's real value is never in
+ * them, but the agent can put a placeholder anywhere). Only these keys are taken.
+ */
+export function sanitizeFacts(facts: RequestFacts | null | undefined): string | null {
+  if (facts == null || typeof facts !== 'object' || Array.isArray(facts)) return null;
+  const out: StoredFacts = {};
+  const amount = facts.amount as unknown;
+  if (amount !== undefined) {
+    const a = amount as { currency?: unknown; minor_units?: unknown } | null;
+    out.amount = a !== null && typeof a === 'object' && typeof a.currency === 'string' && Number.isSafeInteger(a.minor_units)
+      ? { currency: factString(a.currency, LIMITS.facts_currency)!, minor_units: a.minor_units as number }
+      : null;
+  }
+  const recipients = facts.recipients as unknown;
+  let total = 0;
+  if (recipients !== undefined) {
+    if (Array.isArray(recipients)) {
+      total = recipients.length;
+      const kept: string[] = [];
+      for (let i = 0; i < total && kept.length < LIMITS.facts_recipients; i++) kept.push(factString(recipients[i], LIMITS.facts_address) ?? '[invalid]');
+      out.recipients = kept;
+      if (total > kept.length) out.recipients_total = total;
+    } else {
+      out.recipients = null;
+    }
+  }
+  const channel = facts.channel as unknown;
+  if (channel !== undefined) out.channel = channel === null ? null : factString(channel, LIMITS.facts_channel) ?? '[invalid]';
+  if (Object.keys(out).length === 0) return null;
+  let text = JSON.stringify(out);
+  // JSON escapes can lengthen odd strings several times over: keep fewer recipients.
+  while (text.length > LIMITS.facts && out.recipients && out.recipients.length > 0) {
+    out.recipients.length = Math.floor(out.recipients.length / 2);
+    out.recipients_total = total;
+    text = JSON.stringify(out);
+  }
+  return text;
+}
+
+/** Stored facts back as a value; null for text that is not a JSON object (a tampered row: verify reports it). */
+export function parseFacts(text: string): StoredFacts | null {
+  try {
+    const v: unknown = JSON.parse(text);
+    return v !== null && typeof v === 'object' && !Array.isArray(v) ? (v as StoredFacts) : null;
+  } catch {
+    return null;
+  }
+}
+
 function count(value: number | null | undefined, name: string, nullable: false): number;
 function count(value: number | null | undefined, name: string, nullable: true): number | null;
 function count(value: number | null | undefined, name: string, nullable: boolean): number | null {
@@ -233,6 +338,7 @@ export function sanitizeEntry(input: AuditEntryInput, id: string, createdAt: num
     bytes_out: count(input.bytes_out, 'bytes_out', false),
     duration_ms: count(input.duration_ms, 'duration_ms', false),
     redacted: input.redacted === true,
+    facts: sanitizeFacts(input.facts),
   };
 }
 
@@ -272,6 +378,8 @@ export function toAuditEntry(r: AuditRow): AuditEntry {
     duration_ms: num(r.duration_ms),
     // Only when it happened: every other entry is exactly decisions.md's field list.
     ...(Number(r.redacted) === 1 || r.redacted === true ? { redacted: true as const } : {}),
+    // Only when recorded (issue 26): entries without facts keep decisions.md's field list.
+    ...(r.facts != null ? { facts: parseFacts(r.facts) } : {}),
     prev_hash: r.prev_hash,
     hash: r.hash,
   };

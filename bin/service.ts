@@ -252,7 +252,8 @@ export async function startService(config: Readonly<Config>, log: Logger, opts: 
   const schedules = createSchedulesService({ db, clock });
   const gatewayCache = createGatewayCache({ db, now: () => clock.monotonicMs() });
   const secrets = createSecretsService({ db, clock, keyring, cache: gatewayCache });
-  const egress = createEgressService({ db, clock, cache: gatewayCache });
+  // Grants of egress approvals (issue 26, item 3) are read through approvals, created below.
+  const egress = createEgressService({ db, clock, cache: gatewayCache, grantsInEffect: (developerId, environmentId) => approvals.grantsInEffect(developerId, environmentId) });
   // Metrics (issue 25, item 2): one port handed to what it counts; GET /metrics serves it.
   // `opts.metrics: false` (the gateway bench's A/B only) wires the no-op port and no route.
   const prom = opts.metrics === false ? null : createPrometheusMetrics({ log });
@@ -290,6 +291,8 @@ export async function startService(config: Readonly<Config>, log: Logger, opts: 
   const policies: PoliciesService = createPoliciesService({
     db, clock, environments,
     loadGrants: approvals.grantsInEffect,
+    // Policy simulation (issue 26) reads recorded requests through the audit domain.
+    policyRecords: audit.policyRecords,
     // The environment's secret of that name, else the developer-level one (from the cache).
     isInfrastructureSecret: async (_developerId, environmentId, name) =>
       (await secrets.secretsForEnvironment(environmentId))?.byName.get(name)?.infrastructure ?? false,
@@ -384,6 +387,7 @@ export async function startService(config: Readonly<Config>, log: Logger, opts: 
   });
   const ports: GatewayPorts = {
     egressAllows: async (id, host, port) => (await egress.effectiveEgress(id.environmentId))?.allows(host, port) ?? false,
+    unknownHost: (id, host, tags) => egress.unknownHost(id.developerId, id.environmentId, host, tags),
     credentials: async (id) => {
       const placeholders = (await secrets.secretsForEnvironment(id.environmentId))?.byPlaceholder ?? new Map();
       const stand = await standIns.forEnvironment(id.environmentId);
@@ -396,6 +400,7 @@ export async function startService(config: Readonly<Config>, log: Logger, opts: 
     requestApproval: (id, req) =>
       approvals.requestApproval({ ...req, developerId: id.developerId, environmentId: id.environmentId, category: req.category as Category, max_scope: req.max_scope as Scope }),
     waitForDecision: (approvalId, signal) => approvals.waitForDecision(approvalId, signal),
+    consumeGrant: (id, grantId, facts) => approvals.consumeGrant(id.developerId, grantId, facts),
     audit: (entry) => audit.commit(entry),
   };
   // Filled in as the servers bind: the gateway never forwards to the service itself.

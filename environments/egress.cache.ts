@@ -1,7 +1,7 @@
 import { performance } from 'node:perf_hooks';
 import type { Queryable } from '../store/db.js';
 import { fromJson } from '../store/db.js';
-import { egressStore, parseAllow } from './egress.store.js';
+import { egressStore, parseAllow, parseUnknownHosts, type UnknownHosts } from './egress.store.js';
 import { DEVELOPER_SCOPE, secretsStore, type SecretRow } from './secrets.store.js';
 
 /**
@@ -48,6 +48,8 @@ export interface GatewaySnapshot {
   environmentAllow: readonly string[] | null;
   /** The developer default; null when not set. */
   developerAllow: readonly string[] | null;
+  /** A host off the effective allowlist: refused (`deny`) or held for a person (`ask`); the environment's own setting. */
+  unknownHosts: UnknownHosts;
   /** Environment secrets plus developer secrets that no environment secret of the same name shadows; sorted by name. */
   secrets: readonly SnapshotSecret[];
   /** Hosts from the extension point (connections' hosts, later). */
@@ -104,6 +106,7 @@ export async function loadSnapshot(db: Queryable, environmentId: string, extraHo
     destroyed,
     environmentAllow: freezeOrNull(parseAllow(env.egress_allow)),
     developerAllow: freezeOrNull(developerAllow),
+    unknownHosts: parseUnknownHosts(env.egress_unknown_hosts),
     secrets: Object.freeze(secrets),
     extraHosts: Object.freeze([...extra]),
   });

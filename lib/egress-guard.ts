@@ -150,13 +150,23 @@ function systemResolve(host: string): Promise<LookupAddress[]> {
   return new Promise((resolve, reject) => dnsLookup(host, { all: true, verbatim: true }, (err, addrs) => (err ? reject(err) : resolve(addrs))));
 }
 
+export interface CheckOptions {
+  /**
+   * false: only what needs no lookup (a refused literal or `localhost`, the service's own
+   * address literal, an override); a name is not resolved. For a host a person has not yet
+   * approved (issue 26, item 3): a lookup would carry whatever the agent put in the name
+   * to a DNS server before anyone agreed. Default true.
+   */
+  lookup?: boolean;
+}
+
 export interface EgressGuard {
   /**
    * Everything that can be known before connecting: the host is canonical and not a
    * refused literal, its name resolves (a failed lookup refuses: fail closed) to at least
    * one address that may be used, and host:port is not the service itself.
    */
-  check(host: string, port: number): Promise<EgressCheck>;
+  check(host: string, port: number, opts?: CheckOptions): Promise<EgressCheck>;
   /** undici connector doing the same checks, plus the connected address. */
   connector(opts?: ConnectorOptions): Connector;
   /**
@@ -200,7 +210,7 @@ export function createEgressGuard(opts: EgressGuardOptions): EgressGuard {
    * Where to connect for a canonical host and port: the override, or the usable addresses,
    * or the error to fail with (an EgressRefusedError or the resolver's own).
    */
-  async function destinations(host: string, port: number): Promise<{ addresses: LookupAddress[]; port: number; override: boolean }> {
+  async function destinations(host: string, port: number, lookup = true): Promise<{ addresses: LookupAddress[]; port: number; override: boolean }> {
     const o = overrides[host];
     if (o) {
       if (isManagement(o.host, o.port)) throw new EgressRefusedError(`${host}:${port}`, 'the gateway\'s own management address');
@@ -213,6 +223,8 @@ export function createEgressGuard(opts: EgressGuardOptions): EgressGuard {
       return { addresses: [{ address: host, family: isIP(host) }], port, override: false };
     }
     if (literal && !opts.allowPrivate) throw new EgressRefusedError(host, `a ${literal} name`);
+    // check({lookup: false}): what the text alone says; the name is not sent to DNS.
+    if (!lookup) return { addresses: [], port, override: false };
     const all = await resolveShared(host);
     if (all.length === 0) throw Object.assign(new Error(`${host} has no address`), { code: 'ENOTFOUND' });
     const usable = all.filter((a) => (opts.allowPrivate || privateAddressReason(a.address) === null) && !isManagement(a.address, port));
@@ -271,11 +283,11 @@ export function createEgressGuard(opts: EgressGuardOptions): EgressGuard {
   }
 
   return {
-    async check(rawHost, port) {
+    async check(rawHost, port, copts) {
       const host = canonicalHost(rawHost);
       if (!host) return { ok: false, code: 'egress_denied', reason: `"${rawHost}" is not a valid host` };
       try {
-        await destinations(host, port);
+        await destinations(host, port, copts?.lookup !== false);
         return { ok: true };
       } catch (err) {
         if (err instanceof EgressRefusedError) return { ok: false, code: 'egress_denied', reason: err.message };

@@ -3,6 +3,7 @@ import {
   compilePolicy, evaluate, GrantIndex, type CompiledPolicy, type Decision, type GrantLike, type PolicyRequest, type Rule,
 } from '../policy-engine/index.js';
 import type { Clock } from '../lib/clock.js';
+import type { RateCounter } from './rate-counts.js';
 
 export type PolicySource = 'environment' | 'developer' | 'default';
 
@@ -11,7 +12,16 @@ export interface EffectivePolicy {
   source: PolicySource;
 }
 
-export type SourcedDecision<G extends GrantLike> = Decision<G> & { source: PolicySource };
+/**
+ * A decision, with its policy's source. `settle` is there when a `count_over` rule of the
+ * policy counts this request (issue 26): the gateway calls it right before forwarding
+ * (`approved`: a person approved this request), and it answers null once the request is
+ * counted, or the decision that now refuses (or asks) under fresh counts.
+ */
+export type SourcedDecision<G extends GrantLike> = Decision<G> & {
+  source: PolicySource;
+  settle?: (approved: boolean) => Promise<Decision<G> | null>;
+};
 
 /** Default bound on how stale a cached policy may be for writes made by OTHER processes. */
 export const DEFAULT_REFRESH_MS = 1000;
@@ -28,6 +38,10 @@ export interface PolicyDeciderDeps<G extends GrantLike> {
   maxEntries?: number;
   /** Monotonic ms for cache ages (tests inject it). */
   monotonicMs?: () => number;
+  /** Counts for count_over conditions; without it every count is unknown (riskier reading). */
+  counter?: RateCounter;
+  /** The environment's end user (count_over scope end_user); loaded with a policy that counts. */
+  loadEndUser?: (developerId: string, environmentId: string) => Promise<string | null>;
 }
 
 interface Entry<G extends GrantLike> {
@@ -35,6 +49,8 @@ interface Entry<G extends GrantLike> {
   policy: CompiledPolicy;
   source: PolicySource;
   grants: GrantIndex<G>;
+  /** Only loaded for a policy with count_over rules. */
+  endUserId: string | null;
   loadedAt: number;
 }
 
@@ -81,11 +97,14 @@ export function createPolicyDecider<G extends GrantLike>(deps: PolicyDeciderDeps
       try {
         loads++;
         const [policy, grants] = await Promise.all([deps.loadPolicy(developerId, environmentId), deps.loadGrants(developerId, environmentId)]);
+        const compiled = compilePolicy(policy.rules);
+        const endUserId = compiled.hasCounts && deps.loadEndUser ? await deps.loadEndUser(developerId, environmentId) : null;
         const entry: Entry<G> = {
           developerId,
-          policy: compilePolicy(policy.rules),
+          policy: compiled,
           source: policy.source,
           grants: new GrantIndex(grants),
+          endUserId,
           loadedAt: mono(),
         };
         // Installed only if no invalidation came meanwhile (it removes `record`).
@@ -114,8 +133,22 @@ export function createPolicyDecider<G extends GrantLike>(deps: PolicyDeciderDeps
     /** The decision for one request, with the policy's source. */
     async decide(developerId: string, environmentId: string, request: PolicyRequest): Promise<SourcedDecision<G>> {
       const e = await entryFor(developerId, environmentId);
-      const d = evaluate(e.policy, request, e.grants, { nowMs: deps.clock.nowMs() });
-      return Object.assign(d, { source: e.source });
+      const counted = e.policy.countedRules(request.connector, request.category);
+      const counter = deps.counter;
+      if (counted.length === 0 || counter === undefined) {
+        const d = evaluate(e.policy, request, e.grants, { nowMs: deps.clock.nowMs() });
+        return Object.assign(d, { source: e.source });
+      }
+      // count_over rules match this connector and category: decide on the counts now, and
+      // let the gateway settle (count, atomically) right before it forwards.
+      const target = { developerId, environmentId, endUserId: e.endUserId };
+      const counts = await counter.read(target, e.policy.rules, counted);
+      const d = evaluate(e.policy, { ...request, counts }, e.grants, { nowMs: deps.clock.nowMs() });
+      if (d.reason === 'infrastructure_credential') return Object.assign(d, { source: e.source });
+      const settle = (approved: boolean): Promise<Decision<G> | null> =>
+        counter.settle(target, e.policy.rules, counted, request.connector, request.category,
+          (fresh) => evaluate(e.policy, { ...request, counts: fresh }, e.grants, { nowMs: deps.clock.nowMs() }), approved);
+      return Object.assign(d, { source: e.source, settle });
     },
 
     /** After a write to this environment's policy or grants (call once it committed). */

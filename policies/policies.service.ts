@@ -2,11 +2,13 @@ import type { Db } from '../store/db.js';
 import { fromJson, toJson } from '../store/db.js';
 import type { Clock } from '../lib/clock.js';
 import { ServiceError } from '../lib/errors.js';
-import type { Category, GrantLike, Rule, Scope } from '../policy-engine/index.js';
+import type { Category, GrantLike, Money, RequestFacts, Rule, Scope } from '../policy-engine/index.js';
 import type { EnvironmentsService } from '../environments/environments.service.js';
 import type { EngineGrant } from '../approvals/approvals.service.js';
 import { createPolicyDecider, type EffectivePolicy, type PolicySource } from './decider.js';
 import { DEVELOPER_SCOPE, policiesStore, type PolicyRow } from './policies.store.js';
+import { createRateCounter } from './rate-counts.js';
+import { SIMULATE_DEFAULT_LIMIT, simulateRecords, type SimulatedRecord, type SimulationResult } from './simulate.js';
 
 /** The built-in behaviour when neither the environment nor the developer set a policy. */
 export const DEFAULT_POLICY: Readonly<EffectivePolicy> = Object.freeze({ rules: [], source: 'default' as PolicySource });
@@ -16,6 +18,10 @@ export interface PolicyCheckInput {
   category: Category;
   task_id?: string | null;
   session_id?: string | null;
+  /** Decoded fields to test conditions with (issue 26); omitted: could not be read. */
+  amount?: Money | null;
+  recipients?: string[] | null;
+  channel?: string | null;
 }
 
 export interface PolicyCheckResult<GR> {
@@ -42,6 +48,21 @@ export interface PoliciesDeps<G extends GrantLike & { record: unknown }> {
   isInfrastructureSecret: (developerId: string, environmentId: string, name: string) => Promise<boolean>;
   /** Cross-process staleness bound of the decider cache (see policies/decider.ts). */
   refreshMs?: number;
+  /**
+   * The developer's recorded requests for a simulation, newest first (the audit domain's
+   * policyRecords; issue 26). Without it, simulate() fails.
+   */
+  policyRecords?: (developerId: string, q: { environment_id?: string; sinceMs?: number | null; limit: number }) => Promise<{ records: SimulatedRecord[] }>;
+}
+
+export interface PolicySimulateInput {
+  /** Validated (policy-engine validateRules). */
+  rules: Rule[];
+  environment_id?: string | null;
+  /** Only entries created at or after this, ms. */
+  sinceMs?: number | null;
+  /** 1..SIMULATE_MAX_LIMIT; default SIMULATE_DEFAULT_LIMIT. */
+  limit?: number;
 }
 
 const rulesOf = (row: PolicyRow): Rule[] => fromJson<Rule[]>(row.rules) ?? [];
@@ -71,6 +92,10 @@ export function createPoliciesService<G extends GrantLike & { record: unknown }>
     clock,
     loadPolicy: effective,
     loadGrants: deps.loadGrants,
+    counter: createRateCounter({ db, clock }),
+    // An environment's end user never changes; a destroyed or missing one counts as unknown.
+    loadEndUser: async (developerId, environmentId) =>
+      (await environments.get(developerId, environmentId).catch(() => null))?.end_user_id ?? null,
     ...(deps.refreshMs !== undefined ? { refreshMs: deps.refreshMs } : {}),
   });
 
@@ -124,20 +149,46 @@ export function createPoliciesService<G extends GrantLike & { record: unknown }>
     },
 
     /**
+     * Draft rules against the recorded requests (policies/simulate.ts; docs/policies-approvals.md
+     * "Simulation"): the newest `limit` entries that reached the policy, of one environment
+     * (404 for a missing or foreign one) or all of the developer's, since `sinceMs`. Reads
+     * only: nothing is stored, no cache is touched.
+     */
+    async simulate(developerId: string, input: PolicySimulateInput): Promise<SimulationResult> {
+      if (!deps.policyRecords) throw new Error('policy simulation is not wired (policyRecords)');
+      const environmentId = input.environment_id ?? undefined;
+      if (environmentId !== undefined) await environmentFor(developerId, environmentId, false);
+      const { records } = await deps.policyRecords(developerId, {
+        ...(environmentId !== undefined ? { environment_id: environmentId } : {}),
+        sinceMs: input.sinceMs ?? null,
+        limit: input.limit ?? SIMULATE_DEFAULT_LIMIT,
+      });
+      return simulateRecords(input.rules, records, clock.nowMs());
+    },
+
+    /**
      * What the gateway would decide for this connector and category, grants included
-     * (docs/classification.md "Policy check"). Creates no approval and changes no grant.
+     * (docs/classification.md "Policy check"). Creates no approval, changes no grant and
+     * counts nothing. Conditions read `amount`, `recipients` and `channel` as given (one
+     * left out could not be read: the riskier reading) and count_over the counts now.
      */
     async check(developerId: string, environmentId: string, input: PolicyCheckInput): Promise<PolicyCheckResult<G['record']>> {
       await environmentFor(developerId, environmentId, false);
       const infrastructure = input.connector.startsWith('secret:')
         ? await deps.isInfrastructureSecret(developerId, environmentId, input.connector.slice('secret:'.length))
         : false;
+      const facts: RequestFacts = {
+        ...(input.amount ? { amount: { currency: input.amount.currency.toLowerCase(), minor_units: input.amount.minor_units } } : {}),
+        ...(input.recipients ? { recipients: input.recipients.map((r) => r.trim().toLowerCase()) } : {}),
+        ...(input.channel ? { channel: input.channel } : {}),
+      };
       const d = await decider.decide(developerId, environmentId, {
         connector: input.connector,
         category: input.category,
         task_id: input.task_id ?? null,
         session_id: input.session_id ?? null,
         infrastructure,
+        facts,
       });
       return {
         decision: d.decision,

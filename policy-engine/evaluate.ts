@@ -34,6 +34,9 @@
 import { CATEGORIES, isHighRisk, narrowest, scopeWidth } from './categories.js';
 import type { Category, GrantScope, Scope } from './categories.js';
 import type { Rule } from './rules.js';
+import { conditionsHold, conditionsNeedFacts } from './conditions.js';
+import type { RequestFacts } from './facts.js';
+import { withinLimits, type GrantLimits, type GrantUse } from './grant-limits.js';
 
 export interface PolicyRequest {
   readonly connector: string;
@@ -46,6 +49,19 @@ export interface PolicyRequest {
    * ignored, so a caller bug cannot switch the policy off for mail or chat.
    */
   readonly infrastructure?: boolean;
+  /**
+   * What the request would do, decoded (policy-engine/facts.ts factsOf): read by rule
+   * conditions and grant limits. Absent or null fields could not be read: the riskier
+   * reading is taken (conditions.ts).
+   */
+  readonly facts?: RequestFacts | null;
+  /**
+   * For each rule with a `count_over` condition (by rule index): how many requests it
+   * counts were already forwarded in its window. A rule missing here counts as unknown
+   * (its condition holds for deny/ask, not for allow). Filled by the caller (the decider
+   * reads the store); evaluate() reads no store.
+   */
+  readonly counts?: ReadonlyMap<number, number>;
 }
 
 /** The fields of a grant record evaluate() reads. Records may carry more; they are returned as given. */
@@ -58,6 +74,10 @@ export interface GrantLike {
   readonly session_id: string | null;
   /** Unix milliseconds, or null. */
   readonly expires_at: number | null;
+  /** Spending mandate (grant-limits.ts): set, the grant covers only requests within it. */
+  readonly limits?: GrantLimits | null;
+  /** What was used of `limits` so far. */
+  readonly used?: GrantUse | null;
 }
 
 export type Reason = 'rule' | 'grant' | 'deny_rule' | 'ask_rule' | 'high_risk' | 'no_rule' | 'infrastructure_credential';
@@ -66,7 +86,7 @@ export type DecisionKind = 'allow' | 'ask' | 'deny';
 export interface Decision<G extends GrantLike = GrantLike> {
   decision: DecisionKind;
   reason: Reason;
-  /** 0-based indexes of every rule whose connector and category match, in rule order. */
+  /** 0-based indexes of every rule whose connector, category and conditions match, in rule order. */
   matched_rules: number[];
   /** Present only when decision is `ask`. */
   max_scope?: Scope;
@@ -93,6 +113,16 @@ interface RuleSummary {
   /** Narrowest max_scope among matching ask rules; null when no ask rule matches. */
   readonly askScope: Scope | null;
   readonly allow: boolean;
+  /**
+   * Rules with `when` whose connector and category match: left out of the four fields
+   * above, and checked per request (resolve()). Empty for a policy without conditions,
+   * which therefore costs nothing more than before.
+   */
+  readonly conditional: readonly number[];
+  /** The conditional rules with `count_over` (their counts must be supplied). */
+  readonly counted: readonly number[];
+  /** Some conditional rule reads the request's decoded fields. */
+  readonly needsFacts: boolean;
 }
 
 /**
@@ -101,6 +131,9 @@ interface RuleSummary {
  */
 function summarize(rules: readonly Rule[], connector: string | null, category: string): RuleSummary {
   const matched: number[] = [];
+  const conditional: number[] = [];
+  const counted: number[] = [];
+  let needsFacts = false;
   let deny = false;
   let allow = false;
   let askScope: Scope | null = null;
@@ -108,6 +141,12 @@ function summarize(rules: readonly Rule[], connector: string | null, category: s
     const r = rules[i]!;
     if (r.connector !== undefined && r.connector !== connector) continue;
     if (r.category !== undefined && r.category !== category) continue;
+    if (r.when !== undefined) {
+      conditional.push(i);
+      if (r.when.count_over !== undefined) counted.push(i);
+      if (conditionsNeedFacts(r.when)) needsFacts = true;
+      continue;
+    }
     matched.push(i);
     if (r.effect === 'deny') deny = true;
     else if (r.effect === 'allow') allow = true;
@@ -116,11 +155,51 @@ function summarize(rules: readonly Rule[], connector: string | null, category: s
       askScope = askScope === null ? s : narrowest(askScope, s);
     }
   }
-  return { matched, deny, askScope, allow };
+  return { matched, deny, askScope, allow, conditional, counted, needsFacts };
+}
+
+/** Whether rule i (with `when`) holds for this request. */
+function holds(rules: readonly Rule[], i: number, request: PolicyRequest): boolean {
+  const r = rules[i]!;
+  return conditionsHold(r.when!, r.effect, { facts: request.facts, count: request.counts?.get(i) });
+}
+
+/**
+ * The summary for one request: the unconditional part as it is, plus every conditional
+ * rule whose conditions hold. `matched` stays in rule order.
+ */
+function resolve(rules: readonly Rule[], s: RuleSummary, request: PolicyRequest): { summary: RuleSummary; matched: number[] } {
+  if (s.conditional.length === 0) return { summary: s, matched: s.matched.slice() };
+  let { deny, allow, askScope } = s;
+  const extra: number[] = [];
+  for (const i of s.conditional) {
+    if (!holds(rules, i, request)) continue;
+    extra.push(i);
+    const r = rules[i]!;
+    if (r.effect === 'deny') deny = true;
+    else if (r.effect === 'allow') allow = true;
+    else if (r.effect === 'ask') {
+      const sc = r.max_scope ?? 'permanent';
+      askScope = askScope === null ? sc : narrowest(askScope, sc);
+    }
+  }
+  const matched: number[] = [];
+  let a = 0;
+  let b = 0;
+  while (a < s.matched.length || b < extra.length) {
+    if (b >= extra.length || (a < s.matched.length && s.matched[a]! < extra[b]!)) matched.push(s.matched[a++]!);
+    else matched.push(extra[b++]!);
+  }
+  return { summary: { ...s, deny, allow, askScope }, matched };
 }
 
 function nonEmpty(s: string | null | undefined): s is string {
   return typeof s === 'string' && s.length > 0;
+}
+
+/** A grant with limits covers only a request within them (grant-limits.ts). */
+function limitsAllow(g: GrantLike, request: PolicyRequest): boolean {
+  return g.limits === undefined || g.limits === null || withinLimits(g.limits, g.used, request.facts);
 }
 
 function notExpired(g: GrantLike, nowMs: number): boolean {
@@ -138,6 +217,7 @@ function notExpired(g: GrantLike, nowMs: number): boolean {
 export function grantCovers(g: GrantLike, request: PolicyRequest, nowMs: number): boolean {
   if (g.connector !== request.connector || g.category !== request.category) return false;
   if (!notExpired(g, nowMs)) return false;
+  if (!limitsAllow(g, request)) return false;
   switch (g.scope) {
     case 'task':
       return nonEmpty(request.task_id) && g.task_id === request.task_id;
@@ -235,14 +315,14 @@ export class GrantIndex<G extends GrantLike = GrantLike> {
     if (b === undefined) return null;
     if (nonEmpty(request.task_id)) {
       const list = b.task.get(request.task_id);
-      if (list !== undefined) for (const g of list) if (notExpired(g, nowMs)) return g;
+      if (list !== undefined) for (const g of list) if (notExpired(g, nowMs) && limitsAllow(g, request)) return g;
     }
     if (nonEmpty(request.session_id)) {
       const list = b.session.get(request.session_id);
-      if (list !== undefined) for (const g of list) if (notExpired(g, nowMs)) return g;
+      if (list !== undefined) for (const g of list) if (notExpired(g, nowMs) && limitsAllow(g, request)) return g;
     }
-    for (const g of b.timeLimited) if (typeof g.expires_at === 'number' && g.expires_at > nowMs) return g;
-    for (const g of b.permanent) if (notExpired(g, nowMs)) return g;
+    for (const g of b.timeLimited) if (typeof g.expires_at === 'number' && g.expires_at > nowMs && limitsAllow(g, request)) return g;
+    for (const g of b.permanent) if (notExpired(g, nowMs) && limitsAllow(g, request)) return g;
     return null;
   }
 }
@@ -265,7 +345,7 @@ export class CompiledPolicy {
       Object.freeze(
         CATEGORIES.map((c) => {
           const s = summarize(this.rules, connector, c);
-          return Object.freeze({ ...s, matched: Object.freeze(s.matched) });
+          return Object.freeze({ ...s, matched: Object.freeze(s.matched), conditional: Object.freeze(s.conditional), counted: Object.freeze(s.counted) });
         }),
       );
     for (const r of this.rules) {
@@ -274,6 +354,27 @@ export class CompiledPolicy {
       }
     }
     this.other = table(null);
+    for (const r of this.rules) {
+      if (r.when === undefined) continue;
+      this.hasConditions = true;
+      if (conditionsNeedFacts(r.when)) this.needsFacts = true;
+      if (r.when.count_over !== undefined) this.hasCounts = true;
+      if (r.when.count_over?.scope === 'end_user') this.countsEndUser = true;
+    }
+  }
+
+  /** Some rule has `when`. */
+  readonly hasConditions: boolean = false;
+  /** Some rule's conditions read the request's decoded fields (amount, recipients, channel). */
+  readonly needsFacts: boolean = false;
+  /** Some rule has `count_over`. */
+  readonly hasCounts: boolean = false;
+  /** Some rule counts across the end user's environments. */
+  readonly countsEndUser: boolean = false;
+
+  /** Indexes of the count_over rules that match this connector and category (their counts are wanted). */
+  countedRules(connector: string, category: string): readonly number[] {
+    return this.hasCounts ? this.lookup(connector, category).counted : EMPTY;
   }
 
   /** @internal the rules' verdict for one connector+category (matched is shared: copy it). */
@@ -288,6 +389,7 @@ export class CompiledPolicy {
 }
 
 const CATEGORY_INDEX: ReadonlyMap<string, number> = new Map(CATEGORIES.map((c, i) => [c, i]));
+const EMPTY: readonly number[] = Object.freeze([]);
 
 /** Precomputes the rule table of a (validated) policy. */
 export function compilePolicy(rules: readonly Rule[]): CompiledPolicy {
@@ -335,14 +437,16 @@ export function evaluate<G extends GrantLike>(
   grants: readonly G[] | GrantIndex<G>,
   opts: EvaluateOptions,
 ): Decision<G> {
-  let summary: RuleSummary;
+  const compiled = policy instanceof CompiledPolicy;
+  let summary = compiled ? policy.lookup(request.connector, request.category) : summarize(policy, request.connector, request.category);
   let matched: number[];
-  if (policy instanceof CompiledPolicy) {
-    summary = policy.lookup(request.connector, request.category);
-    matched = summary.matched.slice();
+  if (summary.conditional.length === 0) {
+    // The hot path of a policy without conditions (or none for this connector+category): as before.
+    matched = compiled ? summary.matched.slice() : (summary.matched as number[]);
   } else {
-    summary = summarize(policy, request.connector, request.category);
-    matched = summary.matched as number[];
+    const r = resolve(compiled ? policy.rules : policy, summary, request);
+    summary = r.summary;
+    matched = r.matched;
   }
   const nowMs = opts.nowMs;
   const findGrant: () => G | null = opts.ignoreGrants
@@ -360,9 +464,24 @@ export function evaluateNaive<G extends GrantLike>(
   grants: readonly G[],
   opts: EvaluateOptions,
 ): Decision<G> {
-  const summary = summarize(rules, request.connector, request.category);
+  // Straight from the spec: every rule whose connector, category and conditions match.
+  const matched: number[] = [];
+  let deny = false;
+  let allow = false;
+  let askScope: Scope | null = null;
+  for (let i = 0; i < rules.length; i++) {
+    const r = rules[i]!;
+    if (r.connector !== undefined && r.connector !== request.connector) continue;
+    if (r.category !== undefined && r.category !== request.category) continue;
+    if (r.when !== undefined && !holds(rules, i, request)) continue;
+    matched.push(i);
+    if (r.effect === 'deny') deny = true;
+    else if (r.effect === 'allow') allow = true;
+    else if (r.effect === 'ask') askScope = askScope === null ? r.max_scope ?? 'permanent' : narrowest(askScope, r.max_scope ?? 'permanent');
+  }
+  const summary: RuleSummary = { matched, deny, allow, askScope, conditional: [], counted: [], needsFacts: false };
   const nowMs = opts.nowMs;
-  return decide(summary, summary.matched as number[], request, () =>
+  return decide(summary, matched, request, () =>
     opts.ignoreGrants ? null : findGrantNaive(grants, request, nowMs),
   );
 }

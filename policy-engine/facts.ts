@@ -42,3 +42,6 @@ export function addressWithin(address: string, domains: readonly string[]): bool
   }
   return false;
 }
+
+// The decoder, beside the contract (PURE; it reads the classifier's and describe's helpers).
+export { factsOf, factsNeedBody } from './request-facts.js';

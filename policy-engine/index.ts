@@ -7,6 +7,7 @@ export * from './rules.js';
 export * from './evaluate.js';
 export * from './facts.js';
 export * from './grant-limits.js';
+export * from './conditions.js';
 export { classify, needsBody, isGoogleHost, CONNECTION_CONNECTORS, UNPARSABLE_BATCH_CATEGORY } from './classify/index.js';
 export type { Classification, ClassifyRequest } from './classify/index.js';
 export { describeRequest, decodeEncodedWords, mimeHeaders, MAX_DETAIL_VALUE, MAX_DETAIL_FIELDS } from './describe.js';

@@ -148,6 +148,8 @@ export async function startGatewayProxy(opts: GatewayProxyOptions): Promise<Gate
       return refuse(refusal('egress_denied', 'the management API is not reachable through the gateway'));
     }
     try {
+      // The allowlist only: under unknown_hosts "ask" an upgrade to a host off it is refused,
+      // never held, whatever grants exist (issue 26, item 3; docs/gateway.md).
       if (!(await opts.egressAllows(t.identity, t.target.host, t.target.port))) {
         return refuse(refusal('egress_denied', `${t.target.host} is not on this environment's egress allowlist`));
       }

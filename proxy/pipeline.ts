@@ -3,7 +3,9 @@ import { PassThrough, Transform, type Duplex, type Readable } from 'node:stream'
 import { createBrotliDecompress, createGunzip, createInflate } from 'node:zlib';
 import type { Dispatcher } from 'undici';
 import { classify, credentialMintingRule, needsBody } from '../policy-engine/classify/index.js';
-import { describeRequest, type RequestDetails } from '../policy-engine/describe.js';
+import { describeRequest, MAX_DETAIL_VALUE, type RequestDetails } from '../policy-engine/describe.js';
+import type { RequestFacts } from '../policy-engine/facts.js';
+import { factsNeedBody, factsOf } from '../policy-engine/request-facts.js';
 import type { Logger } from '../lib/log.js';
 import type { AuditEntryInput } from '../audit/entry.js';
 import type { Upstream } from './upstream.js';
@@ -33,6 +35,20 @@ export interface PolicyDecision {
   reason: string;
   matched_rules: number[];
   max_scope?: string;
+  /** `limits` (issue 26, item 2): a grant with limits is spent before forwarding (GatewayPorts.consumeGrant). */
+  grant: { id: string; limits?: object | null } | null;
+  /**
+   * Present when a `count_over` rule counts this request (issue 26, item 1): called right
+   * before forwarding (`approved`: a person approved it here); null once the request is
+   * counted, or the decision that now refuses or asks (another node reached the count).
+   */
+  settle?: (approved: boolean) => Promise<Omit<PolicyDecision, 'settle'> | null>;
+}
+
+/** A host off the allowlist under `unknown_hosts: "ask"` (GatewayPorts.unknownHost). */
+export interface UnknownHost {
+  connector: string;
+  category: string;
   grant: { id: string } | null;
 }
 
@@ -48,17 +64,33 @@ export type AuditEntry = AuditEntryInput;
 export interface GatewayPorts {
   /** The effective egress allowlist for host:port (a pattern may name a port). */
   egressAllows(id: Identity, host: string, port: number): Promise<boolean>;
+  /**
+   * A host the allowlist refuses (issue 26, item 3; docs/secrets-egress.md, "Unknown hosts"):
+   * null when the environment refuses it (`unknown_hosts: "deny"`, the default); else the
+   * connector (`egress:<host>`) and category (`connect`) to ask under, and the grant in
+   * effect that covers this request (null: a person is asked). Absent: refused.
+   */
+  unknownHost?(id: Identity, host: string, tags: { task_id?: string; session_id?: string }): Promise<UnknownHost | null>;
   credentials(id: Identity): Promise<CredentialSet>;
-  decide(id: Identity, req: { connector: string; category: string; task_id?: string; session_id?: string; infrastructure: boolean }): Promise<PolicyDecision>;
+  decide(id: Identity, req: { connector: string; category: string; task_id?: string; session_id?: string; infrastructure: boolean; facts?: RequestFacts | null }): Promise<PolicyDecision>;
   requestApproval(
     id: Identity,
     req: {
       connector: string; category: string; method: string; host: string; path: string; task_id?: string; session_id?: string; max_scope: string;
       /** What the request would do, for the console's card (built from the agent's bytes, placeholders hidden). */
       details?: RequestDetails | null;
+      /** What the policy read from it: a decision's limits must cover it (issue 26, item 2). */
+      facts?: RequestFacts | null;
     },
   ): Promise<{ id: string }>;
   waitForDecision(approvalId: string, signal: AbortSignal): Promise<ApprovalOutcome>;
+  /**
+   * Spends one use of a grant with limits for this request, atomically across nodes (issue
+   * 26, item 2); false: the request is not covered after all (decide again: it asks). Drops
+   * the environment's cached grants either way. Absent: nothing can be spent, so a grant
+   * with limits covers nothing (fail closed).
+   */
+  consumeGrant?(id: Identity, grantId: string, facts: RequestFacts | null): Promise<boolean>;
   /**
    * Records the exchange's entry and resolves once it is committed; rejects when the audit
    * store cannot take it. No answer is finished before this resolves (issue 10, item 3):
@@ -588,6 +620,23 @@ class Lifecycle {
   }
 }
 
+/** A decision a count_over rule counts, settled right before forwarding (issue 26, item 1). */
+interface Settle {
+  c: Credential;
+  category: string;
+  settle: NonNullable<PolicyDecision['settle']>;
+  approved: boolean;
+}
+
+/** A grant with limits that allowed a request, to be spent before it is forwarded (issue 26, item 2). */
+interface Spend {
+  grantId: string;
+  c: Credential;
+  category: string;
+}
+/** Rounds of decide-and-spend before a request whose grant keeps refusing it is held anyway. */
+const MAX_SPEND_ATTEMPTS = 4;
+
 /** Why an exchange stops before forwarding: a refusal to send, or `done` (already finished). */
 type Stop = { r: Refusal; decision: Verdict; reason: string } | 'done';
 
@@ -624,6 +673,12 @@ class Exchange {
   rest: Readable | undefined = undefined;
   /** Set when a real value was swapped in: the answer is redacted of it. */
   redactor: StreamRedactor | null = null;
+  /** Grants with limits the policy used for this request, spent before forwarding (authorize); null: none. */
+  spend: Spend[] | null = null;
+  /** What the policy read from the request (issue 26), set in evaluate; recorded with the audit entry. */
+  facts: RequestFacts | null = null;
+  /** Counts to settle before forwarding (count_over rules, issue 26 item 1); null: none. */
+  settles: Settle[] | null = null;
 
   constructor(
     readonly s: Settings,
@@ -650,6 +705,8 @@ class Exchange {
   /** The audit entry, once per exchange: true once it is committed, false when the audit store could not take it. */
   async finish(status: number): Promise<boolean> {
     this.entry.status = status;
+    // Bounded and scrubbed by the audit writer (audit/entry.ts sanitizeFacts).
+    this.entry.facts = this.facts;
     this.entry.duration_ms = Math.round(performance.now() - this.started);
     // Dispatched but not answered to the end (cut short, failed): the upstream's share ends here.
     if (this.upstreamAt > 0 && this.upstreamMs === 0) this.upstreamMs = performance.now() - this.upstreamAt;
@@ -703,10 +760,18 @@ class Exchange {
       if (s.managementTargets.has(`${target.host}:${target.port}`)) {
         return this.refuse(refusal('egress_denied', 'the management API is not reachable through the gateway'));
       }
+      // Off the allowlist: refused, or under unknown_hosts "ask" let through by a grant, or
+      // held below once nothing else would refuse it (issue 26, item 3).
+      let askHost: UnknownHost | null = null;
       if (!(await s.ports.egressAllows(id, target.host, target.port))) {
-        return this.refuse(refusal('egress_denied', `${target.host} is not on this environment's egress allowlist`));
+        const unknown = s.ports.unknownHost ? await s.ports.unknownHost(id, target.host, { task_id: this.taskId, session_id: this.sessionId }) : null;
+        if (!unknown) return this.refuse(refusal('egress_denied', `${target.host} is not on this environment's egress allowlist`));
+        if (unknown.grant) this.hostGranted(unknown);
+        else askHost = unknown;
       }
-      const pre = await s.upstream.precheck(target.host, target.port);
+      // A host nobody approved yet is not even looked up (DNS would carry whatever the agent
+      // put in its name); refused literals, `localhost` and the service itself still are.
+      const pre = await s.upstream.precheck(target.host, target.port, askHost ? { lookup: false } : undefined);
       if (!pre.ok) return this.refuse(refusal(pre.code, pre.reason));
 
       const creds = await s.ports.credentials(id);
@@ -722,6 +787,14 @@ class Exchange {
       const parts = { url, headers: req.headers, body: this.bodyComplete ? this.body : null, contentType: this.contentType };
       const placed = placeCredentials(parts, creds);
       const found = placed.found;
+      // A new host is asked about here, after the checks that refuse without asking: a
+      // credential is never swapped to it (none allows it: each one's hosts are on the
+      // allowlist), so a request carrying one is refused below instead (issue 26, item 3).
+      if (askHost && !found.some((c) => !c.hostAllowed(target.host, target.port))) {
+        const stopped = await this.askForHost(askHost);
+        if (stopped === 'done') return;
+        if (stopped) return this.refuse(stopped.r, stopped.decision, stopped.reason);
+      }
       if (found.length > 0) {
         const first = found[0]!;
         const path = pathOnly(url);
@@ -765,9 +838,12 @@ class Exchange {
           return this.refuse(refusal('credential_minting_not_allowed',
             `${method} ${hostHeader(target)}${pathOnly(url)} mints a new credential (${minting}); a secret is swapped into it only when it has allow_minting`));
         }
-        const stopped = await this.evaluate(found);
+        const stopped = await this.authorize(found);
         if (stopped === 'done') return;
         if (stopped) return this.refuse(stopped.r, stopped.decision, stopped.reason);
+        const uncounted = await this.settleCounts();
+        if (uncounted === 'done') return;
+        if (uncounted) return this.refuse(uncounted.r, uncounted.decision, uncounted.reason);
       }
 
       // Swap (only the slots found above), then forward.
@@ -832,9 +908,56 @@ class Exchange {
     }
   }
 
+  /**
+   * The policy (evaluate), then the spending mandates (issue 26, item 2): each grant with
+   * limits that allowed the request is spent with one conditional write
+   * (GatewayPorts.consumeGrant) before anything is forwarded. A grant that can no longer
+   * take the request (another node spent the last of its total meanwhile, or its limits
+   * leave the request out) means the request is not covered after all: the policy is asked
+   * again with the grants reloaded (the consume dropped the cache), and the request is held
+   * for a new approval like any ask. A request held and approved spends nothing here: its
+   * grant was created with that request as its first use.
+   */
+  async authorize(found: Credential[]): Promise<Stop | null> {
+    const { s, id } = this;
+    for (let attempt = 1; ; attempt++) {
+      this.spend = null;
+      const stopped = await this.evaluate(found);
+      if (stopped || this.spend === null) return stopped;
+      let refused: Spend | null = null;
+      for (const sp of this.spend as Spend[]) {
+        try {
+          if (!(await s.ports.consumeGrant?.(id, sp.grantId, this.facts))) {
+            refused = sp;
+            break;
+          }
+        } catch (err) {
+          s.log.error({ err }, 'spending a grant failed: failing closed');
+          return stop(storeDown('cannot reach its store'));
+        }
+      }
+      if (refused === null) return null;
+      // Each refusal means the grant's store row changed (someone else spent it) or the
+      // policy still offers a grant that cannot take the request: after a few rounds, ask
+      // rather than loop (`once`: the narrowest answer, since the policy's max_scope is not known here).
+      if (attempt >= MAX_SPEND_ATTEMPTS) {
+        this.entry.decision = 'ask';
+        this.entry.reason = 'ask_rule';
+        this.entry.grant_id = null;
+        const held = await this.hold(refused.c, refused.category, 'once');
+        if (held) return held;
+        this.entry.decision = 'ask';
+        return null;
+      }
+    }
+  }
+
   /** Policy for each credential used; a Stop when the request must not go on. */
   async evaluate(found: Credential[]): Promise<Stop | null> {
     const { s, entry, target, id, req } = this;
+    this.settles = null;
+    const lacks = await this.readFacts(found);
+    if (lacks) return lacks;
     for (const c of found) {
       const cls = classify({ method: this.method, host: target.host, path: this.url, headers: req.headers, body: this.bodyComplete ? this.body ?? undefined : undefined }, c.connector);
       entry.connector = c.connector;
@@ -842,7 +965,7 @@ class Exchange {
       entry.credential = c.kind;
       let d: PolicyDecision;
       try {
-        d = await s.ports.decide(id, { connector: c.connector, category: cls.category, task_id: this.taskId, session_id: this.sessionId, infrastructure: c.infrastructure });
+        d = await s.ports.decide(id, { connector: c.connector, category: cls.category, task_id: this.taskId, session_id: this.sessionId, infrastructure: c.infrastructure, facts: this.facts });
       } catch (err) {
         s.log.error({ err }, 'policy decision failed: failing closed');
         return stop(storeDown('cannot reach its store'));
@@ -851,6 +974,8 @@ class Exchange {
       entry.reason = d.reason;
       entry.matched_rules = d.matched_rules;
       entry.grant_id = d.grant?.id ?? null;
+      // A grant with limits is spent right before forwarding (authorize, issue 26 item 2).
+      if (d.decision === 'allow' && d.grant?.limits) (this.spend ??= []).push({ grantId: d.grant.id, c, category: cls.category });
       if (d.decision === 'deny') return stop(refusal('policy_denied', `policy denies ${cls.category} on ${c.connector} (${d.reason})`), 'deny', d.reason);
       if (d.decision === 'ask') {
         // Held requests are buffered whole, so the approved request is the one that was asked about.
@@ -865,18 +990,132 @@ class Exchange {
         if (stopped) return stopped;
         entry.decision = 'ask';
       }
+      if (d.settle) (this.settles ??= []).push({ c, category: cls.category, settle: d.settle, approved: d.decision === 'ask' });
     }
     return null;
   }
 
-  /** Creates the approval and waits for its decision; null when approved. */
-  async hold(c: Credential, category: string, maxScope: string): Promise<Stop | null> {
+  /**
+   * The request's decoded facts (issue 26, item 1) for rule conditions and grant limits,
+   * from the agent's own bytes (before any swap). A request the decoders read (Stripe
+   * writes, Gmail sends, calendar event writes, Slack calls) is buffered whole first, up to
+   * the hold limit; one larger streams on with facts it could not read (the riskier reading).
+   */
+  async readFacts(found: Credential[]): Promise<Stop | null> {
+    const { target, req } = this;
+    const head = { method: this.method, host: target.host, path: this.url, headers: req.headers };
+    if (this.hasBody && !this.bodyComplete && factsNeedBody(head)) {
+      const r = await readUpTo(this.rest ?? req, this.s.holdLimit);
+      if (r.complete) {
+        this.body = r.body;
+        this.bodyComplete = true;
+        this.rest = undefined;
+      } else this.rest = r.rest;
+    }
+    const body = this.bodyComplete ? this.body ?? undefined : undefined;
+    this.facts = this.hasBody && body === undefined
+      ? { amount: null, recipients: null, channel: null }
+      : factsOf({ ...head, body }, found[0]?.connector ?? '');
+    return null;
+  }
+
+  /**
+   * count_over rules (issue 26, item 1): each counted decision is settled right before the
+   * request is forwarded, atomically across nodes. A deny under fresh counts refuses it; an
+   * ask it was not held for (another node reached the count meanwhile) holds it now.
+   */
+  async settleCounts(): Promise<Stop | null> {
+    const { s, entry, req } = this;
+    for (const it of this.settles ?? []) {
+      for (let round = 1; ; round++) {
+        let d: Omit<PolicyDecision, 'settle'> | null;
+        try {
+          d = await it.settle(it.approved);
+        } catch (err) {
+          s.log.error({ err }, 'counting the request failed: failing closed');
+          return stop(storeDown('cannot reach its store'));
+        }
+        if (d === null) break;
+        entry.connector = it.c.connector;
+        entry.category = it.category;
+        entry.credential = it.c.kind;
+        entry.decision = d.decision;
+        entry.reason = d.reason;
+        entry.matched_rules = d.matched_rules;
+        entry.grant_id = d.grant?.id ?? null;
+        if (d.decision !== 'ask' || round > 2) return stop(refusal('policy_denied', `policy denies ${it.category} on ${it.c.connector} (${d.reason})`), 'deny', d.reason);
+        if (!this.bodyComplete) {
+          const r = await readUpTo(this.rest ?? req, s.holdLimit);
+          if (!r.complete) return stop(refusal('payload_too_large', `a request held for approval may carry at most ${s.holdLimit} bytes`), 'deny', 'payload_too_large');
+          this.body = r.body;
+          this.bodyComplete = true;
+          this.rest = undefined;
+        }
+        const stopped = await this.hold(it.c, it.category, d.max_scope ?? 'permanent');
+        if (stopped) return stopped;
+        entry.decision = 'ask';
+        it.approved = true;
+      }
+    }
+    return null;
+  }
+
+  /** A host off the allowlist that a grant of an earlier egress approval lets through (issue 26, item 3). */
+  hostGranted(u: UnknownHost): void {
+    const { entry } = this;
+    entry.connector = u.connector;
+    entry.category = u.category;
+    entry.reason = 'egress_grant';
+    entry.grant_id = u.grant?.id ?? null;
+  }
+
+  /**
+   * A host off the allowlist under `unknown_hosts: "ask"` (issue 26, item 3): held like a
+   * policy ask (buffered whole; denied → 403 `approval_denied`, expired → `approval_expired`),
+   * as connector `egress:<host>`, category `connect`, any scope. Approved: the pipeline goes
+   * on as for an allowed host, whose name is only now looked up and checked.
+   */
+  async askForHost(u: UnknownHost): Promise<Stop | null> {
+    const { s, entry, target, req } = this;
+    entry.connector = u.connector;
+    entry.category = u.category;
+    if (!this.bodyComplete) {
+      const r = await readUpTo(this.rest ?? req, s.holdLimit);
+      if (!r.complete) return stop(refusal('payload_too_large', `a request held for approval may carry at most ${s.holdLimit} bytes`), 'deny', 'payload_too_large');
+      this.body = r.body;
+      this.bodyComplete = true;
+      this.rest = undefined;
+    }
+    const stopped = await this.hold(u, u.category, 'permanent', this.hostDetails());
+    if (stopped) return stopped;
+    entry.decision = 'ask';
+    entry.reason = 'egress_ask';
+    const pre = await s.upstream.precheck(target.host, target.port);
+    if (!pre.ok) return stop(refusal(pre.code, pre.reason));
+    return null;
+  }
+
+  /** The card of an egress approval: the new host and what would be sent there (no query string, no body text). */
+  hostDetails(): RequestDetails {
+    const { target } = this;
+    const cut = (v: string) => (v.length > MAX_DETAIL_VALUE ? `${v.slice(0, MAX_DETAIL_VALUE)}… (${v.length - MAX_DETAIL_VALUE} more characters)` : v);
+    const fields = [
+      { label: 'New host', value: target.host },
+      { label: 'Port', value: String(target.port) },
+      { label: 'Request', value: cut(`${this.method} ${pathOnly(this.url)}`) },
+    ];
+    if (this.body && this.body.length > 0) fields.push({ label: 'Body', value: cut(`${this.body.length} bytes${this.contentType ? ` (${this.contentType})` : ''}`) });
+    return { kind: 'new_host', fields };
+  }
+
+  /** Creates the approval and waits for its decision; null when approved. `given`: the card's details (else decoded from the request). */
+  async hold(c: Pick<Credential, 'connector'>, category: string, maxScope: string, given?: RequestDetails): Promise<Stop | null> {
     const { s, entry, target, id, res } = this;
     let approvalId: string;
     // The body here is the agent's own (held requests are classified before any swap).
     let details: RequestDetails | null = null;
     try {
-      details = describeRequest(
+      details = given ?? describeRequest(
         { method: this.method, host: target.host, path: this.url, headers: this.req.headers, body: this.body ?? undefined },
         { hide: [...this.tokens.keys()] },
       );
@@ -889,7 +1128,7 @@ class Exchange {
       approvalId = (
         await s.ports.requestApproval(id, {
           connector: c.connector, category, method: this.method, host: target.host, path: pathOnly(this.url), task_id: this.taskId,
-          session_id: this.sessionId, max_scope: maxScope, details,
+          session_id: this.sessionId, max_scope: maxScope, details, facts: this.facts,
         })
       ).id;
     } catch (err) {

@@ -1,6 +1,6 @@
 import type { LookupAddress } from 'node:dns';
 import { Agent, type Dispatcher } from 'undici';
-import { createEgressGuard, urlHost, type EgressCheck, type EgressGuard } from '../lib/egress-guard.js';
+import { createEgressGuard, urlHost, type CheckOptions, type EgressCheck, type EgressGuard } from '../lib/egress-guard.js';
 import { upstreamSecureContext } from '../lib/upstream-trust.js';
 
 export { EgressRefusedError } from '../lib/egress-guard.js';
@@ -28,7 +28,7 @@ export interface Upstream {
   dispatcher: Dispatcher;
   guard: EgressGuard;
   /** Everything checkable before connecting (canonical host, private, management, resolves). */
-  precheck(host: string, port: number): Promise<EgressCheck>;
+  precheck(host: string, port: number, opts?: CheckOptions): Promise<EgressCheck>;
   /** For `http.request({ createConnection })` (upgrades, passed through as bytes). */
   createConnection(tls: boolean): ReturnType<EgressGuard['createConnection']>;
   /** Origin to dispatch to (the guard applies overrides at connect time). */
@@ -57,7 +57,7 @@ export function createUpstream(opts: UpstreamOptions): Upstream {
   return {
     dispatcher,
     guard,
-    precheck: (host, port) => guard.check(host, port),
+    precheck: (host, port, copts) => guard.check(host, port, copts),
     createConnection: (tls) => (tls ? httpsConnection : httpConnection),
     origin: (host, port, tls) => `${tls ? 'https' : 'http'}://${urlHost(host)}:${port}`,
     async close() {

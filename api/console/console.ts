@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import express, { Router, type Request, type Response } from 'express';
 import type { MembersService, ConsoleSession } from '../../accounts/members.service.js';
-import type { ApprovalsService, ApprovalCard } from '../../approvals/approvals.service.js';
+import type { ApprovalsService, ApprovalCard, Grant } from '../../approvals/approvals.service.js';
 import type { AuditService } from '../../audit/audit.service.js';
 import { ServiceError } from '../../lib/errors.js';
 import { constantTimeEqual } from '../../lib/crypto.js';
@@ -22,6 +22,26 @@ import { constantTimeEqual } from '../../lib/crypto.js';
 const COOKIE = 'gw_console';
 const LOGIN_CSRF = 'gw_login_csrf';
 const SCOPE_ORDER = ['once', 'task', 'session', 'time_limited', 'permanent'];
+
+/**
+ * Currencies without minor units (Stripe's list, as policy-engine/describe.ts shows amounts):
+ * the console takes amounts in major units (50.00 USD, 5000 JPY) and sends minor units.
+ */
+const ZERO_DECIMAL = new Set(['bif', 'clp', 'djf', 'gnf', 'jpy', 'kmf', 'krw', 'mga', 'pyg', 'rwf', 'ugx', 'vnd', 'vuv', 'xaf', 'xof', 'xpf']);
+
+/** `50`, `49.99` → minor units of `currency`; null when it is not such an amount. */
+function minorUnits(text: string, currency: string): number | null {
+  const zero = ZERO_DECIMAL.has(currency.toLowerCase());
+  const m = (zero ? /^(\d{1,15})$/ : /^(\d{1,13})(?:\.(\d{1,2}))?$/).exec(text.trim().replace(/,/g, ''));
+  if (!m) return null;
+  return zero ? Number(m[1]) : Number(m[1]) * 100 + Number((m[2] ?? '').padEnd(2, '0'));
+}
+
+/** Minor units as a person reads them: 5000 usd → `50.00 USD`. */
+function majorUnits(minor: number, currency: string): string {
+  const c = currency.toLowerCase();
+  return `${ZERO_DECIMAL.has(c) ? String(minor) : (minor / 100).toFixed(2)} ${c.toUpperCase()}`;
+}
 
 const esc = (s: unknown): string => String(s ?? '').replace(/[&<>"']/g, (c) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' })[c]!);
 
@@ -171,13 +191,33 @@ dl.details dt{color:#5b6476;font-size:13px} dl.details dd{margin:0;white-space:p
     return `${rows ? `<dl class="details">${rows}</dl>` : ''}${warn}`;
   }
 
+  /**
+   * Spending limits for the grant an approval stores (issue 26, item 2): amounts and a
+   * currency (prefilled from the request's own) for a payment, recipient domains for a
+   * send, a number of uses for both. Left empty, the grant has no limits. They bound a
+   * grant, so they are not for "This request only" (the decision then says so).
+   */
+  function limitsFields(a: ApprovalCard): string {
+    if (a.category !== 'pay' && a.category !== 'send') return '';
+    const id = esc(a.id);
+    const num = (name: string, label: string, placeholder: string) =>
+      `<label for="${name}-${id}">${label}</label><input id="${name}-${id}" name="${name}" inputmode="decimal" placeholder="${placeholder}" size="10">`;
+    const pay = a.category === 'pay'
+      ? `${num('limit_per_request', 'At most per request', 'e.g. 50.00')}${num('limit_total', 'At most in total', 'e.g. 200.00')}
+<label for="limit_currency-${id}">Currency</label><input id="limit_currency-${id}" name="limit_currency" size="4" maxlength="3" value="${esc((a.facts?.amount?.currency ?? '').toUpperCase())}">`
+      : `<label for="limit_recipients-${id}">Recipients only within (domains, comma-separated)</label><input id="limit_recipients-${id}" name="limit_recipients" placeholder="e.g. acme.com" size="30">`;
+    return `<details class="limits"><summary>Limits for the grant (optional)</summary><div class="row">${pay}
+<label for="limit_max_uses-${id}">At most this many requests</label><input id="limit_max_uses-${id}" name="limit_max_uses" inputmode="numeric" size="5"></div>
+<p class="meta">The request above counts as the first use. Requests beyond a limit ask again.</p></details>`;
+  }
+
   function card(a: ApprovalCard, endUser: string | null, csrf: string): string {
     return `<div class="card" data-approval="${esc(a.id)}">
 <div class="meta">${esc(a.connector)} · <span class="cat">${esc(a.category)}</span> · end user <b>${esc(endUser ?? '(environment deleted)')}</b> · environment <code>${esc(a.environment_id)}</code>${a.task_id ? ` · task ${esc(a.task_id)}` : ''}${a.session_id ? ` · session ${esc(a.session_id)}` : ''} · expires ${esc(a.expires_at)}</div>
 <div class="summary">${esc(a.summary)}</div>${details(a)}
 <form method="post" action="/console/approvals/${esc(a.id)}/decide" class="row"><input type="hidden" name="csrf" value="${esc(csrf)}">
 ${scopeChooser(a)}<button type="submit" name="decision" value="approve" class="approve">Approve</button>
-<button type="submit" name="decision" value="deny" class="deny">Deny</button></form></div>`;
+<button type="submit" name="decision" value="deny" class="deny">Deny</button>${limitsFields(a)}</form></div>`;
   }
 
   r.get('/approvals', async (req, res) => {
@@ -223,7 +263,9 @@ ${scopeChooser(a)}<button type="submit" name="decision" value="approve" class="a
       // The decision's `until` is Unix seconds (service.md); by the service's clock, so a test
       // clock moved ahead does not make the hour already past.
       const kind = scope === 'time_limited' ? { kind: 'until', until: Math.floor(((deps.nowMs ?? Date.now)() + 3_600_000) / 1000) } : scope === 'task' ? { kind: 'task', task_id: a.task_id } : scope === 'session' ? { kind: 'session', session_id: a.session_id } : { kind: scope };
-      body = { decision: 'approve', scope: kind };
+      const limits = limitsOf(req.body as Record<string, unknown>);
+      if (typeof limits === 'string') return page(res, 400, 'Not decided', `<div class="card"><p class="err">${esc(limits)}</p><p><a href="/console/approvals">Back to approvals</a></p></div>`, s.session);
+      body = { decision: 'approve', scope: kind, ...(limits ? { limits } : {}) };
     }
     try {
       await approvals.decide(id, { via: 'console', developerId: s.session.developerId, memberId: s.session.member.id }, { ok: true, value: body });
@@ -234,13 +276,53 @@ ${scopeChooser(a)}<button type="submit" name="decision" value="approve" class="a
     res.redirect(303, '/console/approvals');
   });
 
+  /**
+   * The approve form's limits as the decision's `limits` (amounts to minor units), null when
+   * none was filled in, or what is wrong with them. The decision checks the rest.
+   */
+  function limitsOf(b: Record<string, unknown>): Record<string, unknown> | null | string {
+    const field = (k: string): string => (typeof b[k] === 'string' ? (b[k] as string).trim().slice(0, 2000) : '');
+    const out: Record<string, unknown> = {};
+    const currency = field('limit_currency').toLowerCase();
+    for (const [k, name] of [['limit_per_request', 'per_request_minor_units'], ['limit_total', 'total_minor_units']] as const) {
+      const v = field(k);
+      if (v === '') continue;
+      if (!/^[a-z]{3}$/.test(currency)) return 'An amount limit needs its currency (three letters, like USD).';
+      const minor = minorUnits(v, currency);
+      if (minor === null || minor < 1) return `${v} is not an amount in ${currency.toUpperCase()} (like 50 or 49.99).`;
+      out[name] = minor;
+    }
+    if (out.per_request_minor_units !== undefined || out.total_minor_units !== undefined) out.currency = currency;
+    const uses = field('limit_max_uses');
+    if (uses !== '') {
+      if (!/^\d{1,9}$/.test(uses) || Number(uses) < 1) return 'The number of requests must be a whole number of at least 1.';
+      out.max_uses = Number(uses);
+    }
+    const recipients = field('limit_recipients');
+    if (recipients !== '') out.recipients_within = recipients.split(/[\s,]+/).filter((d) => d !== '');
+    return Object.keys(out).length > 0 ? out : null;
+  }
+
+  /** A grant's limits and what was spent, for the grants page. */
+  function limitsText(g: Pick<Grant, 'limits' | 'used'>): string {
+    const l = g.limits;
+    if (!l) return 'none';
+    const parts: string[] = [];
+    const cur = l.currency ?? '';
+    if (l.per_request_minor_units !== undefined) parts.push(`at most ${majorUnits(l.per_request_minor_units, cur)} per request`);
+    if (l.total_minor_units !== undefined) parts.push(`${majorUnits(g.used.minor_units, cur)} of ${majorUnits(l.total_minor_units, cur)} spent`);
+    if (l.max_uses !== undefined) parts.push(`${g.used.uses} of ${l.max_uses} requests`);
+    if (l.recipients_within !== undefined) parts.push(`recipients within ${l.recipients_within.join(', ')}`);
+    return parts.join('; ');
+  }
+
   r.get('/grants', async (req, res) => {
     const s = await sessionOf(req);
     if (!s) return res.redirect(303, '/console/login');
     const grants = await deps.approvals.listGrants(s.session.developerId, { limit: 200, after: null });
-    const rows = grants.map((g) => `<tr><td><code>${esc(g.environment_id)}</code></td><td>${esc(g.connector)}</td><td>${esc(g.category)}</td><td>${esc(g.scope)}${g.task_id ? ` (task ${esc(g.task_id)})` : ''}${g.session_id ? ` (session ${esc(g.session_id)})` : ''}</td><td>${esc(g.expires_at ?? 'never')}</td><td>${esc(g.created_at)}</td>
+    const rows = grants.map((g) => `<tr><td><code>${esc(g.environment_id)}</code></td><td>${esc(g.connector)}</td><td>${esc(g.category)}</td><td>${esc(g.scope)}${g.task_id ? ` (task ${esc(g.task_id)})` : ''}${g.session_id ? ` (session ${esc(g.session_id)})` : ''}</td><td>${esc(g.expires_at ?? 'never')}</td><td>${esc(limitsText(g))}</td><td>${esc(g.created_at)}</td>
 <td><form method="post" action="/console/grants/${esc(g.id)}/revoke"><input type="hidden" name="csrf" value="${esc(s.session.csrf)}"><button type="submit" class="deny">Revoke</button></form></td></tr>`).join('');
-    page(res, 200, 'Grants', `<h1>Grants in effect</h1>${grants.length ? `<table><tr><th>Environment</th><th>Connector</th><th>Category</th><th>Scope</th><th>Expires</th><th>Granted</th><th></th></tr>${rows}</table>` : '<p class="empty">No grant is in effect.</p>'}`, s.session);
+    page(res, 200, 'Grants', `<h1>Grants in effect</h1>${grants.length ? `<table><tr><th>Environment</th><th>Connector</th><th>Category</th><th>Scope</th><th>Expires</th><th>Limits</th><th>Granted</th><th></th></tr>${rows}</table>` : '<p class="empty">No grant is in effect.</p>'}`, s.session);
   });
 
   r.post('/grants/:id/revoke', async (req, res) => {

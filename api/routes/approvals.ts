@@ -72,8 +72,9 @@ export function decisionRouter(deps: { approvals: ApprovalsService; accounts: Ac
   const r = Router();
 
   r.post('/approvals/:id/decision', describeRoute({ params: approvalIdParam, 
-    summary: 'Decide an approval request: approve with a scope, or deny (an API key, or a signed callback); answers the decided request',
-    description: 'Checks in the order 404, 401, 409, 400, 403 (decisions.md). The body is read up to 64 KiB.',
+    summary: 'Decide an approval request: approve with a scope (and optional spending limits), or deny (an API key, or a signed callback); answers the decided request',
+    description: 'Checks in the order 404, 401, 409, 400, 403 (decisions.md). The body is read up to 64 KiB. '
+      + '`limits` (approve with a scope other than once) makes the grant cover only requests within them; limits that leave out the request being approved are 400 invalid_decision (docs/policies-approvals.md, Spending mandates).',
     auth: 'key_or_signature',
     body: decisionSchema,
     responses: { 200: approvalRecord },

@@ -3,10 +3,10 @@ import type { PoliciesService, PolicyCheckInput } from '../../policies/policies.
 import { developerOf } from '../middleware/auth.js';
 import { requireJson } from '../middleware/json-body.js';
 import { validateBody } from '../validation.js';
-import { parsePolicyBody, policyBodySchema, policyCheckSchema } from '../schemas/policies.js';
+import { parsePolicyBody, parsePolicySimulateBody, policyBodySchema, policyCheckSchema, policySimulateSchema } from '../schemas/policies.js';
 import { describeRoute } from '../openapi/route-spec.js';
 import { environmentIdParam } from '../schemas/common.js';
-import { policyCheckRecord, policyRecord } from '../schemas/records.js';
+import { policyCheckRecord, policyRecord, policySimulationRecord } from '../schemas/records.js';
 
 /** Policies (decisions.md "Policies"): developer default, environment policy, policy check. */
 export function policiesRouter(deps: { policies: PoliciesService }): Router {
@@ -22,6 +22,19 @@ export function policiesRouter(deps: { policies: PoliciesService }): Router {
   });
   r.delete('/policy', describeRoute({ summary: 'Remove the developer\'s default policy', responses: { 200: policyRecord } }), async (req, res) => {
     res.json(await policies.deleteDeveloperPolicy(developerOf(req).id));
+  });
+
+  // Issue 26: draft rules against the recorded requests; reads only (docs/policies-approvals.md "Simulation").
+  r.post('/policy/simulate', describeRoute({
+    summary: 'Simulate draft rules on the requests the audit log recorded: what would change; nothing is stored',
+    description: 'Evaluates the newest `limit` (default 1,000, at most 10,000) recorded requests that reached the policy, grants ignored; '
+      + 'answers how many were evaluated, how many would change, the transitions ("allow->ask": n) and at most 50 examples, newest first.',
+    body: policySimulateSchema,
+    responses: { 200: policySimulationRecord },
+    errors: ['not_found'],
+  }), async (req, res) => {
+    const input = parsePolicySimulateBody(requireJson(req));
+    res.json(await policies.simulate(developerOf(req).id, input));
   });
 
   r.get('/environments/:id/policy', describeRoute({ params: environmentIdParam, summary: 'The environment\'s effective policy (its own, the developer\'s, or the default)', responses: { 200: policyRecord } }), async (req, res) => {

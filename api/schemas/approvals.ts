@@ -52,4 +52,11 @@ export const decisionSchema = Joi.object({
     session_id: Joi.string().description('kind session: the request\'s own session id'),
     until: Joi.number().integer().description('kind until: Unix seconds, in the future'),
   }).allow(null).description('Required to approve; none on deny'),
+  limits: Joi.object({
+    per_request_minor_units: Joi.number().integer().min(1).description('No single request above this amount (minor units of currency)'),
+    total_minor_units: Joi.number().integer().min(1).description('All requests under the grant together, the approved one first, at most this'),
+    currency: Joi.string().pattern(/^[A-Za-z]{3}$/).description('ISO 4217; required with an amount limit, only with one'),
+    max_uses: Joi.number().integer().min(1).description('At most this many requests, the approved one first'),
+    recipients_within: Joi.array().items(Joi.string()).min(1).max(50).description('Every recipient\'s domain is one of these or a subdomain'),
+  }).allow(null).description('Spending mandate (approve with a scope other than once): the grant covers only requests within these; the approved request must be within them and is the first use'),
 });

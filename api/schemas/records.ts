@@ -132,6 +132,7 @@ export const secretRecord = record('Secret', {
 
 export const environmentEgressRecord = record('EnvironmentEgress', {
   allow: strings.allow(null), source: Joi.string().valid('environment', 'developer', 'none'), effective: strings,
+  unknown_hosts: Joi.string().valid('deny', 'ask').description('A host off effective: refused (deny) or held for approval (ask)'),
 });
 export const developerEgressRecord = record('DeveloperEgress', { allow: strings });
 
@@ -156,12 +157,24 @@ export const webhookDeliveryRecord = record('WebhookDelivery', {
   status: Joi.string().valid('succeeded', 'failed'), status_code: int.allow(null), error: strOrNull, duration_ms: int, next_attempt_at: tsOrNull,
 });
 
+export const policyConditionsRecord = record('PolicyConditions', {
+  amount_over: Joi.object({ currency: Joi.string().required(), minor_units: int.min(0).required() }).description('The decoded amount in this currency is greater'),
+  recipients_outside: strings.min(1).max(100).description('Some recipient is outside these domains (subdomains included)'),
+  channels_outside: strings.min(1).max(100).description('The Slack channel is not one of these'),
+  count_over: Joi.object({
+    max: int.min(0).required(),
+    per: Joi.string().valid('hour', 'day').required(),
+    scope: Joi.string().valid('environment', 'end_user').description('Omitted: environment'),
+  }).description('max requests of the rule\'s connector and category were already forwarded in the rolling window'),
+}, ['amount_over', 'recipients_outside', 'channels_outside', 'count_over']);
+
 export const policyRuleRecord = record('PolicyRule', {
   connector: Joi.string().min(1).max(100).description('Omitted: every connector (gmail, calendar, slack, secret:<NAME>, ...)'),
   category: Joi.string().valid(...CATEGORIES).description('Omitted: every category'),
   effect: Joi.string().valid(...EFFECTS),
   max_scope: Joi.string().valid(...SCOPES).description('Only on ask rules; omitted: permanent'),
-}, ['connector', 'category', 'max_scope']);
+  when: policyConditionsRecord.description('Conditions (issue 26): the rule matches only when every one holds; what cannot be read takes the riskier reading'),
+}, ['connector', 'category', 'max_scope', 'when']);
 
 export const policyRecord = record('Policy', {
   rules: Joi.array().items(policyRuleRecord),
@@ -172,6 +185,12 @@ export const grantRecord = record('Grant', {
   id: Joi.string(), environment_id: Joi.string(), connector: Joi.string(), category: Joi.string(),
   scope: Joi.string().valid('task', 'session', 'time_limited', 'permanent'),
   task_id: strOrNull, session_id: strOrNull, expires_at: tsOrNull, approval_id: Joi.string(), created_at: ts,
+  // Spending mandates (issue 26, item 2): the decision's limits as given, and what was spent.
+  limits: Joi.object({
+    per_request_minor_units: int, total_minor_units: int, currency: Joi.string(), max_uses: int, recipients_within: strings,
+  }).allow(null).description('The decision\'s limits (currency lower-cased), or null: a grant without limits'),
+  used: Joi.object({ minor_units: int.required(), uses: int.required() })
+    .description('Spent by requests under the grant, the approved one first; counted only on a grant with limits'),
 });
 
 export const policyCheckRecord = record('PolicyCheck', {
@@ -182,6 +201,16 @@ export const policyCheckRecord = record('PolicyCheck', {
   grant: grantRecord.allow(null),
   source: Joi.string().valid('environment', 'developer', 'default'),
 }, ['max_scope']);
+
+export const policySimulationRecord = record('PolicySimulation', {
+  evaluated: int.description('Recorded requests evaluated (those that reached the policy: a connector and a category)'),
+  changed: int.description('Of those, how many the draft would decide differently'),
+  transitions: Joi.object().pattern(/^(allow|ask|deny)->(allow|ask|deny)$/, int).description('"<was>-><would_be>" → how many; changed pairs only'),
+  examples: Joi.array().items(record('PolicySimulationExample', {
+    audit_id: Joi.string(), method: Joi.string(), host: Joi.string(), path: str, connector: Joi.string(), category: Joi.string(),
+    was: Joi.string().valid('allow', 'ask', 'deny'), would_be: Joi.string().valid('allow', 'ask', 'deny'), matched_rules: Joi.array().items(int),
+  })).max(50).description('At most 50 changed requests, newest first'),
+});
 
 export const approvalRecord = record('Approval', {
   id: Joi.string(), environment_id: Joi.string(), connector: Joi.string(), category: Joi.string(), summary: str,
@@ -196,8 +225,16 @@ export const auditEntryRecord = record('AuditEntry', {
   connector: strOrNull, category: strOrNull, credential: Joi.string().valid('connection', 'secret', 'none'),
   decision: Joi.string().valid('allow', 'deny', 'ask'), reason: strOrNull, matched_rules: Joi.any(),
   approval_id: strOrNull, grant_id: strOrNull, status: int, upstream_status: int.allow(null),
-  bytes_in: int, bytes_out: int, duration_ms: Joi.number(), redacted: Joi.boolean().valid(true), prev_hash: Joi.string(), hash: Joi.string(),
-}, ['redacted']);
+  bytes_in: int, bytes_out: int, duration_ms: Joi.number(), redacted: Joi.boolean().valid(true),
+  // Issue 26: what the policy read from the request, bounded and scrubbed (docs/audit.md); present only when recorded.
+  facts: Joi.object({
+    amount: Joi.object({ currency: Joi.string().required(), minor_units: int.required() }).allow(null),
+    recipients: Joi.array().items(Joi.string().allow('')).allow(null).description('At most 50; recipients_total says how many there were when more'),
+    recipients_total: int,
+    channel: strOrNull,
+  }).allow(null).description('Present only when the request\'s facts were recorded; null when the stored value does not parse'),
+  prev_hash: Joi.string(), hash: Joi.string(),
+}, ['redacted', 'facts']);
 
 export const auditVerifyRecord = record('AuditVerify', {
   ok: Joi.boolean(), checked: int, first_broken_id: strOrNull, checked_from: strOrNull,

@@ -19,3 +19,17 @@ export const secretPutSchema = Joi.object({
 export const egressPutSchema = Joi.object({
   allow: hostPatterns('allow').allow(null).required(),
 });
+
+/** What the gateway does with a host off an environment's allowlist (issue 26, item 3). */
+export const UNKNOWN_HOSTS = ['deny', 'ask'] as const;
+
+/**
+ * PUT `/v1/environments/{id}/egress`: `allow` as for the developer default, plus
+ * `unknown_hosts`. A field left out is left as it is; `allow` may be left out only when
+ * `unknown_hosts` is given (`{}` is 422, as before). Another value of `unknown_hosts` is 422.
+ */
+export const environmentEgressPutSchema = Joi.object({
+  allow: hostPatterns('allow').allow(null).when('unknown_hosts', { is: Joi.exist(), then: Joi.optional(), otherwise: Joi.required() }),
+  unknown_hosts: Joi.string().valid(...UNKNOWN_HOSTS)
+    .description('A host off the effective allowlist: deny (403 egress_denied, the default) or ask (held as an approval, connector egress:<host>, category connect). Left out: unchanged'),
+});

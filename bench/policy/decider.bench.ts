@@ -129,7 +129,7 @@ async function main(): Promise<void> {
       const rows: GrantRow[] = await db('grants')
         .where({ developer_id: DEV, environment_id: ENV, connector: r.connector, category: r.category })
         .whereNull('revoked_at');
-      const gs = rows.map((g) => ({ ...g, category: g.category as Category, expires_at: g.expires_at == null ? null : Number(g.expires_at) }));
+      const gs = rows.map((g) => ({ ...g, category: g.category as Category, expires_at: g.expires_at == null ? null : Number(g.expires_at), limits: g.limits ? JSON.parse(g.limits) : null }));
       return evaluate(JSON.parse(row.rules) as Rule[], r, gs, { nowMs: clock.nowMs() });
     };
     await measure('DB round trip per decision (policy + matching grants only)', targeted, 2000);

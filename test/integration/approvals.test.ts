@@ -22,7 +22,8 @@ const APPROVAL_KEYS = [
   'category', 'connector', 'created_at', 'decided_at', 'decided_via', 'environment_id', 'expires_at', 'grant_id', 'id',
   'max_scope', 'scope', 'session_id', 'status', 'summary', 'task_id',
 ];
-const GRANT_KEYS = ['approval_id', 'category', 'connector', 'created_at', 'environment_id', 'expires_at', 'id', 'scope', 'session_id', 'task_id'];
+// `limits` and `used`: spending mandates (issue 26, item 2), null and {0, 0} on a grant without limits.
+const GRANT_KEYS = ['approval_id', 'category', 'connector', 'created_at', 'environment_id', 'expires_at', 'id', 'limits', 'scope', 'session_id', 'task_id', 'used'];
 
 describe('approvals, decisions and grants', function () {
   let t: TestService;

@@ -56,14 +56,14 @@ describe('egress allowlist: endpoints', function () {
       const e = await createEnv(dev);
       const r = await dev.get(envEgress(dev, e.id));
       expect(r.status).to.equal(200);
-      expect(r.body).to.deep.equal({ allow: null, source: 'none', effective: [] });
+      expect(r.body).to.deep.equal({ allow: null, source: 'none', effective: [], unknown_hosts: 'deny' });
     });
 
     it('unset: the developer default applies (source "developer")', async () => {
       const dev = await t.otherDeveloper();
       const e = await createEnv(dev);
       await dev.put('/v1/egress', { allow: ['b.com', 'a.com'] });
-      expect((await dev.get(envEgress(dev, e.id))).body).to.deep.equal({ allow: null, source: 'developer', effective: ['a.com', 'b.com'] });
+      expect((await dev.get(envEgress(dev, e.id))).body).to.deep.equal({ allow: null, source: 'developer', effective: ['a.com', 'b.com'], unknown_hosts: 'deny' });
     });
 
     it('PUT sets the environment\'s own list, which replaces the default; [] is a list too; null falls back', async () => {
@@ -72,16 +72,16 @@ describe('egress allowlist: endpoints', function () {
       await dev.put('/v1/egress', { allow: ['default.com'] });
       const put = await dev.put(envEgress(dev, e.id), { allow: ['Own.com', '*.own.org'] });
       expect(put.status, put.text).to.equal(200);
-      expect(put.body).to.deep.equal({ allow: ['own.com', '*.own.org'], source: 'environment', effective: ['*.own.org', 'own.com'] });
+      expect(put.body).to.deep.equal({ allow: ['own.com', '*.own.org'], source: 'environment', effective: ['*.own.org', 'own.com'], unknown_hosts: 'deny' });
       expect((await dev.get(envEgress(dev, e.id))).body).to.deep.equal(put.body);
 
-      expect((await dev.put(envEgress(dev, e.id), { allow: [] })).body).to.deep.equal({ allow: [], source: 'environment', effective: [] });
-      expect((await dev.put(envEgress(dev, e.id), { allow: null })).body).to.deep.equal({ allow: null, source: 'developer', effective: ['default.com'] });
+      expect((await dev.put(envEgress(dev, e.id), { allow: [] })).body).to.deep.equal({ allow: [], source: 'environment', effective: [], unknown_hosts: 'deny' });
+      expect((await dev.put(envEgress(dev, e.id), { allow: null })).body).to.deep.equal({ allow: null, source: 'developer', effective: ['default.com'], unknown_hosts: 'deny' });
     });
 
     it('egress_allow given at create is the environment\'s list', async () => {
       const e = await createEnv(api, { egress_allow: ['Created.com'] });
-      expect((await api.get(envEgress(api, e.id))).body).to.deep.equal({ allow: ['created.com'], source: 'environment', effective: ['created.com'] });
+      expect((await api.get(envEgress(api, e.id))).body).to.deep.equal({ allow: ['created.com'], source: 'environment', effective: ['created.com'], unknown_hosts: 'deny' });
     });
 
     it('effective adds the hosts of the environment\'s and the developer\'s secrets (not of shadowed ones)', async () => {
@@ -95,6 +95,7 @@ describe('egress allowlist: endpoints', function () {
         allow: ['base.com'],
         source: 'environment',
         effective: ['*.dev.com', 'api.stripe.com', 'base.com', 'shadowing-env.com'],
+        unknown_hosts: 'deny',
       });
       await dev.delete(`/v1/environments/${e.id}/secrets/SHADOWED`);
       expect((await dev.get(envEgress(dev, e.id))).body.effective).to.deep.equal(['*.dev.com', 'api.stripe.com', 'base.com', 'shadowed-dev.com']);
@@ -112,7 +113,7 @@ describe('egress allowlist: endpoints', function () {
       const e = await createEnv(api, { egress_allow: ['a.com'] });
       await api.delete(`/v1/environments/${e.id}`);
       expectError(await api.put(envEgress(api, e.id), { allow: ['b.com'] }), 409, 'environment_destroyed');
-      expect((await api.get(envEgress(api, e.id))).body).to.deep.equal({ allow: ['a.com'], source: 'environment', effective: [] });
+      expect((await api.get(envEgress(api, e.id))).body).to.deep.equal({ allow: ['a.com'], source: 'environment', effective: [], unknown_hosts: 'deny' });
     });
 
     it('another developer\'s environment and a missing one are 404', async () => {

@@ -159,9 +159,17 @@ describe('OpenAPI records against real answers (issue 25, item 3)', () => {
       developer_id: DEFAULT_DEVELOPER_ID, environment_id: null, method: 'GET', host: 'example.com', path: '/',
       credential: 'none', decision: 'deny', reason: 'egress_denied', status: 403,
     });
+    // Issue 26: an entry with facts, and a simulation that changes it (an example in the answer).
+    await t.svc.audit.record({
+      developer_id: DEFAULT_DEVELOPER_ID, environment_id: env.id, method: 'POST', host: 'gmail.googleapis.com', path: '/send',
+      connector: 'gmail', category: 'send', credential: 'connection', decision: 'ask', reason: 'high_risk', status: 200,
+      facts: { amount: null, recipients: Array.from({ length: 60 }, (_, i) => `r${i}@acme.com`), channel: 'C1' },
+    });
     const log = (await call('GET', '/v1/audit-log')).body;
     expect(log.data.length).to.be.at.least(2);
     await call('GET', '/v1/audit-log/verify');
+    const sim = (await call('POST', '/v1/policy/simulate', { rules: [{ connector: 'gmail', effect: 'deny' }], environment_id: env.id, since: '2000-01-01T00:00:00Z', limit: 10 })).body;
+    expect(sim.examples.length).to.be.at.least(1);
   });
 
   it('connections and OAuth clients, browser profiles and limits, the document itself, health and readiness', async () => {

@@ -65,8 +65,8 @@ export interface paths {
         get?: never;
         put?: never;
         /**
-         * Decide an approval request: approve with a scope, or deny (an API key, or a signed callback); answers the decided request
-         * @description Checks in the order 404, 401, 409, 400, 403 (decisions.md). The body is read up to 64 KiB.
+         * Decide an approval request: approve with a scope (and optional spending limits), or deny (an API key, or a signed callback); answers the decided request
+         * @description Checks in the order 404, 401, 409, 400, 403 (decisions.md). The body is read up to 64 KiB. `limits` (approve with a scope other than once) makes the grant cover only requests within them; limits that leave out the request being approved are 400 invalid_decision (docs/policies-approvals.md, Spending mandates).
          */
         post: operations["postApprovalsByIdDecision"];
         delete?: never;
@@ -884,7 +884,7 @@ export interface paths {
         };
         /** The environment's egress allowlist and the effective one */
         get: operations["getEnvironmentsByIdEgress"];
-        /** Set (or clear with null) the environment's egress allowlist */
+        /** Set (or clear with null) the environment's egress allowlist, and what happens to other hosts */
         put: operations["putEnvironmentsByIdEgress"];
         post?: never;
         delete?: never;
@@ -995,6 +995,26 @@ export interface paths {
         post?: never;
         /** Remove the developer's default policy */
         delete: operations["deletePolicy"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/policy/simulate": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Simulate draft rules on the requests the audit log recorded: what would change; nothing is stored
+         * @description Evaluates the newest `limit` (default 1,000, at most 10,000) recorded requests that reached the policy, grants ignored; answers how many were evaluated, how many would change, the transitions ("allow->ask": n) and at most 50 examples, newest first.
+         */
+        post: operations["postPolicySimulate"];
+        delete?: never;
         options?: never;
         head?: never;
         patch?: never;
@@ -1636,6 +1656,11 @@ export interface components {
             /** @enum {unknown} */
             source: "environment" | "developer" | "none";
             effective: string[];
+            /**
+             * @description A host off effective: refused (deny) or held for approval (ask)
+             * @enum {unknown}
+             */
+            unknown_hosts: "deny" | "ask";
         };
         DeveloperEgress: {
             allow: string[];
@@ -1701,6 +1726,55 @@ export interface components {
              * @enum {unknown}
              */
             max_scope?: "once" | "task" | "session" | "time_limited" | "permanent";
+            when?: components["schemas"]["PolicyConditions"];
+        };
+        /** @description Conditions (issue 26): the rule matches only when every one holds; what cannot be read takes the riskier reading */
+        PolicyConditions: {
+            /** @description The decoded amount in this currency is greater */
+            amount_over?: {
+                currency: string;
+                minor_units: number;
+            };
+            /** @description Some recipient is outside these domains (subdomains included) */
+            recipients_outside?: string[];
+            /** @description The Slack channel is not one of these */
+            channels_outside?: string[];
+            /** @description max requests of the rule's connector and category were already forwarded in the rolling window */
+            count_over?: {
+                max: number;
+                /** @enum {unknown} */
+                per: "hour" | "day";
+                /**
+                 * @description Omitted: environment
+                 * @enum {unknown}
+                 */
+                scope?: "environment" | "end_user";
+            };
+        };
+        PolicySimulation: {
+            /** @description Recorded requests evaluated (those that reached the policy: a connector and a category) */
+            evaluated: number;
+            /** @description Of those, how many the draft would decide differently */
+            changed: number;
+            /** @description "<was>-><would_be>" → how many; changed pairs only */
+            transitions: {
+                [key: string]: number;
+            };
+            /** @description At most 50 changed requests, newest first */
+            examples: components["schemas"]["PolicySimulationExample"][];
+        };
+        PolicySimulationExample: {
+            audit_id: string;
+            method: string;
+            host: string;
+            path: string;
+            connector: string;
+            category: string;
+            /** @enum {unknown} */
+            was: "allow" | "ask" | "deny";
+            /** @enum {unknown} */
+            would_be: "allow" | "ask" | "deny";
+            matched_rules: number[];
         };
         PolicyCheck: {
             /** @enum {unknown} */
@@ -1730,6 +1804,19 @@ export interface components {
             approval_id: string;
             /** Format: date-time */
             created_at: string;
+            /** @description The decision's limits (currency lower-cased), or null: a grant without limits */
+            limits: {
+                per_request_minor_units?: number;
+                total_minor_units?: number;
+                currency?: string;
+                max_uses?: number;
+                recipients_within?: string[];
+            } | null;
+            /** @description Spent by requests under the grant, the approved one first; counted only on a grant with limits */
+            used: {
+                minor_units: number;
+                uses: number;
+            };
         };
         /** @description A page: pass next as after */
         ApprovalPage: {
@@ -1771,6 +1858,17 @@ export interface components {
             duration_ms: number;
             /** @enum {unknown} */
             redacted?: true;
+            /** @description Present only when the request's facts were recorded; null when the stored value does not parse */
+            facts?: {
+                amount?: {
+                    currency: string;
+                    minor_units: number;
+                } | null;
+                /** @description At most 50; recipients_total says how many there were when more */
+                recipients?: string[] | null;
+                recipients_total?: number;
+                channel?: string | null;
+            } | null;
             prev_hash: string;
             hash: string;
         };
@@ -2352,6 +2450,19 @@ export interface operations {
                         session_id?: string;
                         /** @description kind until: Unix seconds, in the future */
                         until?: number;
+                    } | null;
+                    /** @description Spending mandate (approve with a scope other than once): the grant covers only requests within these; the approved request must be within them and is the first use */
+                    limits?: {
+                        /** @description No single request above this amount (minor units of currency) */
+                        per_request_minor_units?: number;
+                        /** @description All requests under the grant together, the approved one first, at most this */
+                        total_minor_units?: number;
+                        /** @description ISO 4217; required with an amount limit, only with one */
+                        currency?: string;
+                        /** @description At most this many requests, the approved one first */
+                        max_uses?: number;
+                        /** @description Every recipient's domain is one of these or a subdomain */
+                        recipients_within?: string[];
                     } | null;
                 };
             };
@@ -4351,7 +4462,12 @@ export interface operations {
         requestBody: {
             content: {
                 "application/json": {
-                    allow: string[] | null;
+                    /**
+                     * @description A host off the effective allowlist: deny (403 egress_denied, the default) or ask (held as an approval, connector egress:<host>, category connect). Left out: unchanged
+                     * @enum {unknown}
+                     */
+                    unknown_hosts?: "deny" | "ask";
+                    allow?: string[] | null;
                 };
             };
         };
@@ -4660,6 +4776,44 @@ export interface operations {
             401: components["responses"]["unauthorized"];
         };
     };
+    postPolicySimulate: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    /** @description The draft, as PUT /v1/policy takes it */
+                    rules: components["schemas"]["PolicyRule"][];
+                    /** @description Only this environment's requests (404 for one that is not the caller's); omitted: all of the caller's */
+                    environment_id?: string | null;
+                    since?: (string | number) | null;
+                    /** @description The newest this many recorded requests that reached the policy; default 1000 */
+                    limit?: number;
+                };
+            };
+        };
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PolicySimulation"];
+                };
+            };
+            400: components["responses"]["invalid_request"];
+            401: components["responses"]["unauthorized"];
+            404: components["responses"]["not_found"];
+            413: components["responses"]["payload_too_large"];
+            415: components["responses"]["unsupported_media_type"];
+            422: components["responses"]["invalid_body"];
+        };
+    };
     getEnvironmentsByIdPolicy: {
         parameters: {
             query?: never;
@@ -4766,6 +4920,17 @@ export interface operations {
                     category: "read" | "write" | "send" | "delete" | "pay" | "change_permission";
                     task_id?: string | null;
                     session_id?: string | null;
+                    /** @description The request's amount, as the gateway decodes it from a payment */
+                    amount?: {
+                        /** @description ISO 4217, e.g. usd */
+                        currency: string;
+                        /** @description In the currency's minor units (cents), as Stripe sends amount */
+                        minor_units: number;
+                    } | null;
+                    /** @description Mail recipients (To, Cc, Bcc) or calendar guests */
+                    recipients?: string[] | null;
+                    /** @description The Slack channel id */
+                    channel?: string | null;
                 };
             };
         };

@@ -1,6 +1,7 @@
 import { expect } from 'chai';
-import { LIMITS, redactPath, sanitizeEntry, toAuditEntry, type AuditEntryInput } from '../../../audit/entry.js';
-import { chainRows, EMPTY_HEAD, entryHash } from '../../../audit/chain.js';
+import { LIMITS, parseFacts, redactPath, sanitizeEntry, sanitizeFacts, toAuditEntry, type AuditEntryInput } from '../../../audit/entry.js';
+import { chainRows, EMPTY_HEAD, entryHash, GENESIS_HASH, HASHED_FIELDS, verifyRows } from '../../../audit/chain.js';
+import { createHash } from 'node:crypto';
 
 const base: AuditEntryInput = {
   developer_id: 'dev_000000000000000000000001',
@@ -54,10 +55,11 @@ describe('audit entry (audit/entry)', () => {
       const row = sanitizeEntry(input, 'aud_000000000000000000000001', 1000);
       expect(Object.keys(row).sort()).to.deep.equal([
         'approval_id', 'bytes_in', 'bytes_out', 'category', 'connector', 'created_at', 'credential', 'decision',
-        'developer_id', 'duration_ms', 'environment_id', 'grant_id', 'host', 'id', 'matched_rules', 'method', 'path',
+        'developer_id', 'duration_ms', 'environment_id', 'facts', 'grant_id', 'host', 'id', 'matched_rules', 'method', 'path',
         'reason', 'redacted', 'status', 'upstream_status',
       ]);
       expect(row.redacted).to.equal(false);
+      expect(row.facts).to.equal(null);
       expect(row.path).to.equal('/x?q=[redacted]');
       expect(row.matched_rules).to.equal('[0,3]');
       expect(row.created_at).to.equal(1000);
@@ -139,5 +141,94 @@ describe('audit entry (audit/entry)', () => {
     expect(entryHash(p!.prev_hash, { ...p!, redacted: false })).to.equal(p!.hash);
     expect(entryHash(p!.prev_hash, { ...p!, redacted: true })).to.not.equal(p!.hash);
     expect(entryHash(r!.prev_hash, { ...r!, redacted: 0 })).to.not.equal(r!.hash);
+  });
+  describe('facts (issue 26): bounded, scrubbed, hashed only when present', () => {
+    const placeholder = 'svcph_00112233445566778899aabbccddeeff';
+    const standIn = 'svcst_AbCdEfGh12345678AbCdEfGh12345678';
+
+    it('keeps amount, recipients and channel; nothing else; null when there are none', () => {
+      expect(sanitizeFacts(null)).to.equal(null);
+      expect(sanitizeFacts(undefined)).to.equal(null);
+      expect(sanitizeFacts({})).to.equal(null);
+      expect(sanitizeFacts([] as never)).to.equal(null);
+      const text = sanitizeFacts({ amount: { currency: 'usd', minor_units: 1250 }, recipients: ['a@acme.com'], channel: 'C0123', extra: 'no' } as never);
+      expect(JSON.parse(text!)).to.deep.equal({ amount: { currency: 'usd', minor_units: 1250 }, recipients: ['a@acme.com'], channel: 'C0123' });
+      // null: the decoder could not read it; kept as null (unknown), not dropped.
+      expect(JSON.parse(sanitizeFacts({ amount: null, recipients: null, channel: null })!)).to.deep.equal({ amount: null, recipients: null, channel: null });
+    });
+
+    it('a malformed amount is null; a non-string recipient or channel is [invalid]', () => {
+      for (const amount of [{ currency: 5, minor_units: 1 }, { currency: 'usd', minor_units: 1.5 }, { currency: 'usd', minor_units: 2 ** 60 }, 'usd 5', [1]]) {
+        expect(JSON.parse(sanitizeFacts({ amount } as never)!).amount, JSON.stringify(amount)).to.equal(null);
+      }
+      expect(JSON.parse(sanitizeFacts({ recipients: [5, { a: 1 }], channel: 7 } as never)!)).to.deep.equal({ recipients: ['[invalid]', '[invalid]'], channel: '[invalid]' });
+      expect(JSON.parse(sanitizeFacts({ recipients: 'a@b.c' } as never)!)).to.deep.equal({ recipients: null });
+    });
+
+    it('10,000 recipients: the first 50 kept, recipients_total says how many; each address and the channel bounded', () => {
+      const recipients = Array.from({ length: 10_000 }, (_, i) => `${'l'.repeat(i === 0 ? 5000 : 3)}${i}@example.com`);
+      const text = sanitizeFacts({ recipients, channel: 'c'.repeat(1_000_000), amount: { currency: 'u'.repeat(500), minor_units: 1 } })!;
+      expect(text.length).to.be.at.most(LIMITS.facts);
+      const f = JSON.parse(text);
+      expect(f.recipients).to.have.length(LIMITS.facts_recipients);
+      expect(f.recipients_total).to.equal(10_000);
+      expect(Array.from(f.recipients[0] as string)).to.have.length(LIMITS.facts_address);
+      expect(Array.from(f.channel as string)).to.have.length(LIMITS.facts_channel);
+      expect(Array.from(f.amount.currency as string)).to.have.length(LIMITS.facts_currency);
+    });
+
+    it('JSON escapes that would pass the cap keep fewer recipients, never an unbounded text', () => {
+      const recipients = Array.from({ length: 50 }, () => '\u0001'.repeat(1) + '\u0001'.repeat(250));
+      const text = sanitizeFacts({ recipients })!;
+      expect(text.length).to.be.at.most(LIMITS.facts);
+      const f = JSON.parse(text);
+      expect(f.recipients.length).to.be.below(50);
+      expect(f.recipients_total).to.equal(50);
+    });
+
+    it('a placeholder or stand-in anywhere in a value (any case, glued to other text) is replaced whole; other secrets scrubbed', () => {
+      const values = [placeholder, `${placeholder}@evil.io`, `x${placeholder}@evil.io`, placeholder.toUpperCase(), `a_${standIn}@b.c`, 'svcph_@x.io'];
+      const text = sanitizeFacts({ recipients: values, channel: `#${placeholder}` })!;
+      const f = JSON.parse(text);
+      expect(f.recipients).to.deep.equal(values.map(() => '[redacted]'));
+      expect(f.channel).to.equal('[redacted]');
+      for (const secret of [placeholder, placeholder.slice(6), standIn.slice(6)]) expect(text.toLowerCase()).to.not.include(secret.toLowerCase());
+      const key = 'sk_0123456789abcdef0123456789abcdef01234567';
+      expect(sanitizeFacts({ recipients: [`${key}@x.io`] })).to.not.include(key);
+    });
+
+    it('sanitizeEntry stores them as text; toAuditEntry shows them only when recorded, after redacted', () => {
+      const at = Date.UTC(2026, 10, 22, 10);
+      const row = sanitizeEntry({ ...base, facts: { amount: { currency: 'usd', minor_units: 5 } } }, 'aud_0123456789abcdef01234567', at);
+      expect(row.facts).to.equal('{"amount":{"currency":"usd","minor_units":5}}');
+      const [r] = chainRows(EMPTY_HEAD, [row]).rows;
+      const e = toAuditEntry(r!);
+      expect(Object.keys(e).slice(-4)).to.deep.equal(['duration_ms', 'facts', 'prev_hash', 'hash']);
+      expect(e.facts).to.deep.equal({ amount: { currency: 'usd', minor_units: 5 } });
+      expect(toAuditEntry({ ...r!, facts: 'not json' }).facts).to.equal(null);
+      expect(parseFacts('[1]')).to.equal(null);
+    });
+
+    it('the hash covers facts when present; an entry without them hashes exactly as before the column', () => {
+      const at = Date.UTC(2026, 10, 22, 10);
+      const plain = sanitizeEntry(base, 'aud_0123456789abcdef01234567', at);
+      const withFacts = sanitizeEntry({ ...base, facts: { channel: 'C1' } }, 'aud_0123456789abcdef01234567', at);
+      const [p] = chainRows(EMPTY_HEAD, [plain]).rows;
+      const [f] = chainRows(EMPTY_HEAD, [withFacts]).rows;
+      // Before the column: sha256(prev + JSON of HASHED_FIELDS), nothing else.
+      const old = createHash('sha256').update(GENESIS_HASH + JSON.stringify(Object.fromEntries(HASHED_FIELDS.map((k) => [k, p![k]])))).digest('hex');
+      expect(p!.hash).to.equal(old);
+      expect(entryHash(GENESIS_HASH, { ...p!, facts: undefined })).to.equal(old);
+      expect(f!.hash).to.not.equal(p!.hash);
+      expect(entryHash(GENESIS_HASH, { ...f!, facts: null })).to.not.equal(f!.hash);
+      expect(entryHash(GENESIS_HASH, { ...f!, facts: '{"channel":"C2"}' })).to.not.equal(f!.hash);
+      expect(entryHash(GENESIS_HASH, { ...p!, facts: '{}' })).to.not.equal(p!.hash);
+      // A chain mixing old and new rows verifies; a row whose facts changed does not.
+      const chain = chainRows(EMPTY_HEAD, [plain, withFacts, { ...plain, id: 'aud_0123456789abcdef01234568' }]);
+      expect(verifyRows(chain.rows, chain.head).ok).to.equal(true);
+      const tampered = chain.rows.map((r) => ({ ...r }));
+      tampered[1]!.facts = '{"channel":"C9"}';
+      expect(verifyRows(tampered, chain.head)).to.include({ ok: false, first_broken_id: withFacts.id, reason: 'hash_mismatch' });
+    });
   });
 });

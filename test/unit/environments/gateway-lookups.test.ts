@@ -32,7 +32,7 @@ function secret(name: string, hosts: string[], opts: Partial<SnapshotSecret> & {
 }
 
 function snap(p: Partial<GatewaySnapshot>): GatewaySnapshot {
-  return { environmentId: ENV, developerId: DEV, destroyed: false, environmentAllow: null, developerAllow: null, secrets: [], extraHosts: [], ...p };
+  return { environmentId: ENV, developerId: DEV, destroyed: false, environmentAllow: null, developerAllow: null, unknownHosts: 'deny', secrets: [], extraHosts: [], ...p };
 }
 
 describe('effective egress of a snapshot', () => {
