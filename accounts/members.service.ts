@@ -24,6 +24,8 @@ interface MemberRow {
   email: string;
   name: string;
   password_hash: string | null;
+  /** The member's Slack user id (issue 27): who presses a Slack card's button. */
+  slack_user_id?: string | null;
   created_at: number;
 }
 
@@ -31,6 +33,7 @@ export interface Member {
   id: string;
   email: string;
   name: string;
+  slack_user_id: string | null;
   created_at: string | null;
 }
 
@@ -40,7 +43,9 @@ export interface ConsoleSession {
   csrf: string;
 }
 
-const toMember = (r: MemberRow): Member => ({ id: r.id, email: r.email, name: r.name, created_at: iso(Number(r.created_at)) });
+const toMember = (r: MemberRow): Member => ({ id: r.id, email: r.email, name: r.name, slack_user_id: r.slack_user_id ?? null, created_at: iso(Number(r.created_at)) });
+
+const slackUserTaken = (): ServiceError => new ServiceError('invalid_request', 'another team member already has this slack_user_id');
 
 async function hashPassword(password: string): Promise<string> {
   const salt = randomBytes(16);
@@ -60,16 +65,20 @@ async function checkPassword(password: string, stored: string | null): Promise<b
 export function createMembersService(deps: { db: Db; clock: Clock }) {
   const { db, clock } = deps;
 
-  async function create(developerId: string, input: { email: string; name: string; password?: string }): Promise<{ member: Member; signInToken: string }> {
+  async function create(developerId: string, input: { email: string; name: string; password?: string; slack_user_id?: string | null }): Promise<{ member: Member; signInToken: string }> {
     const now = clock.nowMs();
     const row: MemberRow = {
       id: newId('mem'), developer_id: developerId, email: input.email.trim().toLowerCase(), name: input.name,
       password_hash: input.password ? await hashPassword(input.password) : null, created_at: now,
+      ...(input.slack_user_id ? { slack_user_id: input.slack_user_id } : {}),
     };
     try {
       await db('team_members').insert(row);
     } catch (err) {
-      if (isUniqueViolation(err)) throw new ServiceError('member_exists', 'a team member with this email already exists');
+      if (isUniqueViolation(err)) {
+        if (input.slack_user_id && await db('team_members').where({ developer_id: developerId, slack_user_id: input.slack_user_id }).first()) throw slackUserTaken();
+        throw new ServiceError('member_exists', 'a team member with this email already exists');
+      }
       throw err;
     }
     return { member: toMember(row), signInToken: await signInLink(row.id) };
@@ -77,6 +86,38 @@ export function createMembersService(deps: { db: Db; clock: Clock }) {
 
   async function list(developerId: string): Promise<Member[]> {
     return (await db<MemberRow>('team_members').where({ developer_id: developerId }).orderBy('created_at', 'asc').limit(1000)).map(toMember);
+  }
+
+  /** PATCH: the name and the Slack user id (null unlinks it). */
+  async function update(developerId: string, id: string, patch: { name?: string; slack_user_id?: string | null }): Promise<Member> {
+    const set: Partial<MemberRow> = {};
+    if (patch.name !== undefined) set.name = patch.name;
+    if (patch.slack_user_id !== undefined) set.slack_user_id = patch.slack_user_id;
+    if (Object.keys(set).length > 0) {
+      try {
+        const n = await db('team_members').where({ developer_id: developerId, id }).update(set);
+        if (!n) throw notFound();
+      } catch (err) {
+        if (isUniqueViolation(err)) throw slackUserTaken();
+        throw err;
+      }
+    }
+    const row = await db<MemberRow>('team_members').where({ developer_id: developerId, id }).first();
+    if (!row) throw notFound();
+    return toMember(row);
+  }
+
+  /** The developer's member with this Slack user id (a card's button press), or null. */
+  async function bySlackUser(developerId: string, slackUserId: string): Promise<Member | null> {
+    if (!slackUserId) return null;
+    const row = await db<MemberRow>('team_members').where({ developer_id: developerId, slack_user_id: slackUserId }).first();
+    return row ? toMember(row) : null;
+  }
+
+  /** A member's name (who decided, on a card), or null when gone. */
+  async function nameOf(developerId: string, id: string): Promise<string | null> {
+    const row = await db<MemberRow>('team_members').where({ developer_id: developerId, id }).first('name');
+    return row ? row.name : null;
   }
 
   async function remove(developerId: string, id: string): Promise<void> {
@@ -132,7 +173,7 @@ export function createMembersService(deps: { db: Db; clock: Clock }) {
     await db('console_sessions').where({ token_hash: sha256(token) }).delete();
   }
 
-  return { create, list, remove, signInLink, signIn, signInWithLink, session, signOut };
+  return { create, list, update, bySlackUser, nameOf, remove, signInLink, signIn, signInWithLink, session, signOut };
 }
 
 export type MembersService = ReturnType<typeof createMembersService>;

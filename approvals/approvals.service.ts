@@ -1,5 +1,5 @@
 import type { Db } from '../store/db.js';
-import { withTx } from '../store/db.js';
+import { withTx, type Tx } from '../store/db.js';
 import type { Clock, ServiceClock } from '../lib/clock.js';
 import { iso } from '../lib/clock.js';
 import { newId } from '../lib/ids.js';
@@ -42,6 +42,8 @@ export interface Approval {
   expires_at: string;
   created_at: string;
   grant_id: string | null;
+  /** Present only on an MCP tool call (issue 28): the tool(s) it calls. */
+  tool?: string;
 }
 
 /** The grant record of the API (decisions.md, Approvals and grants). */
@@ -60,6 +62,8 @@ export interface Grant {
   limits: GrantLimits | null;
   /** What forwarded requests spent, the approved request first; counted only with limits. */
   used: { minor_units: number; uses: number };
+  /** Present only on a grant of an MCP tool call (issue 28): it covers only calls of this tool (these tools). */
+  tool?: string;
 }
 
 /** A grant as the policy engine reads it (expires_at in ms), with its API record. */
@@ -94,6 +98,8 @@ export interface RequestApprovalInput {
    * nothing could be read, and no amount or recipient limit covers it.
    */
   facts?: RequestFacts | null;
+  /** The MCP tool(s) the request calls (issue 28): named in the summary; the grant covers only them. */
+  tool?: string | null;
 }
 
 /** An approval as the console's card shows it: the API record, the decoded details and facts. */
@@ -112,7 +118,7 @@ export interface DecisionOutcome {
 export type DecisionBody = { ok: true; value: unknown } | { ok: false; error: ServiceError };
 
 export type DecisionCaller =
-  | { via: 'api_key' | 'console'; developerId: string; memberId?: string }
+  | { via: 'api_key' | 'console' | 'slack'; developerId: string; memberId?: string }
   | { via: 'signature'; rawBody: Buffer; signature: string | undefined };
 
 /** A pending approval past its expiry reads as expired even before the sweep marks it. */
@@ -137,6 +143,7 @@ export function toApproval(r: ApprovalRow, nowMs: number): Approval {
     expires_at: iso(r.expires_at)!,
     created_at: iso(r.created_at)!,
     grant_id: r.grant_id ?? null,
+    ...(r.tool != null ? { tool: r.tool } : {}),
   };
 }
 
@@ -232,6 +239,7 @@ export function toGrant(r: GrantRow): Grant {
     created_at: iso(r.created_at)!,
     limits: parseLimitsColumn(r.limits),
     used: usedOf(r),
+    ...(r.tool != null ? { tool: r.tool } : {}),
   };
 }
 
@@ -247,6 +255,7 @@ function toEngineGrant(r: GrantRow): EngineGrant {
     expires_at: r.expires_at == null ? null : Number(r.expires_at),
     limits: record.limits,
     used: record.used,
+    tool: r.tool ?? null,
     record,
   };
 }
@@ -256,11 +265,13 @@ function toEngineGrant(r: GrantRow): EngineGrant {
  * carry tokens, and the summary goes to the end user and into webhooks. Control
  * characters become spaces so the summary stays one line.
  */
-export function summaryOf(method: string, host: string, path: string): string {
+export function summaryOf(method: string, host: string, path: string, tool?: string | null): string {
   const bare = path.replace(/[?#].*$/s, '') || '/';
   // eslint-disable-next-line no-control-regex
   const oneLine = (s: string) => s.replace(/[\u0000-\u001f\u007f]/g, ' ');
-  return `${oneLine(method.toUpperCase())} ${oneLine(host)} ${oneLine(bare)}`;
+  // An MCP tool call names its tool(s) (issue 28): `POST mcp.example.com /mcp tools/call delete_repository`.
+  const call = tool ? ` tools/call ${oneLine(tool.length > 300 ? `${tool.slice(0, 300)}…` : tool)}` : '';
+  return `${oneLine(method.toUpperCase())} ${oneLine(host)} ${oneLine(bare)}${call}`;
 }
 
 function outcomeOf(r: Pick<ApprovalRow, 'status' | 'scope' | 'grant_id'>): DecisionOutcome {
@@ -298,7 +309,18 @@ export interface ApprovalsDeps {
   onDecidedElsewhere?: (approvalId: string, holderNodeId: string) => Promise<unknown> | void;
   /** Wall clock for the signature tolerance (tests inject it). */
   wallNowMs?: () => number;
+  /**
+   * Called inside the transaction of every change of an approval (requested, decided,
+   * expired), so an approval channel's outbox row (approval-channels/, Slack cards) commits
+   * exactly when the change does, as enqueueEvent's does (issue 27). Its failure fails the change.
+   */
+  onApprovalChange?: (trx: Tx, change: ApprovalChange) => Promise<void>;
 }
+
+/** What onApprovalChange hears: the row as written, or the ids a sweep expired. */
+export type ApprovalChange =
+  | { kind: 'requested' | 'decided'; approval: ApprovalRow }
+  | { kind: 'expired'; approvalIds: string[] };
 
 /**
  * Approval requests, decisions and grants (service.md "Approval request" states, "Decision
@@ -341,7 +363,8 @@ export function createApprovalsService(deps: ApprovalsDeps) {
       method: input.method.toUpperCase(),
       host: input.host,
       path: input.path,
-      summary: summaryOf(input.method, input.host, input.path),
+      summary: summaryOf(input.method, input.host, input.path, input.tool),
+      tool: input.tool ?? null,
       details: input.details ? JSON.stringify(input.details) : null,
       facts: factsColumn(input.facts),
       task_id: tag(input.task_id, 'task_id'),
@@ -358,6 +381,7 @@ export function createApprovalsService(deps: ApprovalsDeps) {
     };
     await withTx(db, async (trx) => {
       await approvalsStore.insert(trx, row);
+      await deps.onApprovalChange?.(trx, { kind: 'requested', approval: row });
       // Same transaction: the event exists exactly when the approval does.
       await enqueueEvent(trx, {
         developerId: row.developer_id,
@@ -492,6 +516,8 @@ export function createApprovalsService(deps: ApprovalsDeps) {
           created_at: 0,
           revoked_at: null,
           limits: limits ? JSON.stringify(limits) : null,
+          // An MCP tool call's grant covers only its tool(s) (issue 28).
+          tool: row.tool ?? null,
           // The approved request is the first use, counted as the grant is born: were it
           // counted only when forwarded, a request sent between the grant's commit and that
           // forward could spend what it needs and the total would be passed.
@@ -510,10 +536,11 @@ export function createApprovalsService(deps: ApprovalsDeps) {
         decided_via: via,
         decided_at: now,
         grant_id: grant?.id ?? null,
-        decided_by: caller.via === 'console' ? caller.memberId ?? null : null,
+        decided_by: caller.via === 'console' || caller.via === 'slack' ? caller.memberId ?? null : null,
       };
       const n = await approvalsStore.decide(trx, row.id, now, patch);
       if (n !== 1) throw alreadyDecided();
+      await deps.onApprovalChange?.(trx, { kind: 'decided', approval: { ...row, ...patch } });
       if (grant) {
         grant.created_at = now;
         await grantsStore.insert(trx, grant);
@@ -535,6 +562,26 @@ export function createApprovalsService(deps: ApprovalsDeps) {
     }
   }
 
+  /** Marks these expired (if still pending and due), with onApprovalChange in the same transaction. */
+  function expireIds(ids: string[], now: number): Promise<number> {
+    if (!deps.onApprovalChange) return approvalsStore.expire(db, ids, now);
+    return withTx(db, async (trx) => {
+      const n = await approvalsStore.expire(trx, ids, now);
+      if (n > 0) await deps.onApprovalChange!(trx, { kind: 'expired', approvalIds: ids });
+      return n;
+    });
+  }
+
+  /**
+   * An approval by id alone with what its card shows (approval channels: a Slack card is
+   * rendered from the row as it is at send time, and a button press names only the id).
+   */
+  async function cardById(id: string): Promise<{ developerId: string; card: ApprovalCard; decidedBy: string | null } | null> {
+    const r = await approvalsStore.getById(db, id);
+    if (!r) return null;
+    return { developerId: r.developer_id, card: { ...toApproval(r, clock.nowMs()), details: parseDetails(r.details), facts: parseFacts(r.facts) }, decidedBy: r.decided_by ?? null };
+  }
+
   /**
    * Marks pending approvals past expires_at `expired` (the sweep job). Returns how many.
    * Reads already show them expired; this makes the stored status agree and wakes waiters.
@@ -545,7 +592,7 @@ export function createApprovalsService(deps: ApprovalsDeps) {
       const now = clock.nowMs();
       const ids = await approvalsStore.duePending(db, now, 500);
       if (ids.length === 0) break;
-      const n = await approvalsStore.expire(db, ids, now);
+      const n = await expireIds(ids, now);
       total += n;
       // Whoever marked them (this sweep or another process's), they are expired now: a
       // decision cannot win after expires_at.
@@ -704,7 +751,7 @@ export function createApprovalsService(deps: ApprovalsDeps) {
   /** Expires one overdue approval (if still pending) and tells everyone what it is now. */
   async function expireOne(id: string): Promise<void> {
     const now = clock.nowMs();
-    const n = await approvalsStore.expire(db, [id], now);
+    const n = await expireIds([id], now);
     if (n === 1) {
       announce(id, EXPIRED);
       return;
@@ -819,7 +866,7 @@ export function createApprovalsService(deps: ApprovalsDeps) {
   }
 
   return {
-    requestApproval, get, list, listCards, decide, expireDue, pruneUsedSignatures, waitForDecision, recheck,
+    requestApproval, get, list, listCards, cardById, decide, expireDue, pruneUsedSignatures, waitForDecision, recheck,
     listGrants, revokeGrant, grantsInEffect, consumeGrant, close,
   };
 }

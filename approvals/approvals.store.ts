@@ -2,7 +2,7 @@ import type { Queryable } from '../store/db.js';
 import { applyKeysetAfter } from '../store/keyset.js';
 
 export type ApprovalStatus = 'pending' | 'approved' | 'denied' | 'expired';
-export type DecidedVia = 'signature' | 'api_key' | 'console';
+export type DecidedVia = 'signature' | 'api_key' | 'console' | 'slack';
 
 export interface ApprovalRow {
   id: string;
@@ -34,6 +34,8 @@ export interface ApprovalRow {
    * a decision made on another node pokes it. Null for old rows and processes without a node.
    */
   held_by?: string | null;
+  /** The MCP tool(s) of the request (issue 28; migration 0036), or null. */
+  tool?: string | null;
   expires_at: number;
   created_at: number;
 }

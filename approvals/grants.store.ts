@@ -22,6 +22,8 @@ export interface GrantRow {
   /** Consumed by forwarded requests; counted only on a grant with limits. */
   used_minor_units?: number;
   uses?: number;
+  /** The MCP tool(s) it covers (issue 28; migration 0036), or null: not an MCP tool call. */
+  tool?: string | null;
 }
 
 /** What one forwarded request spends of a grant with limits, and the bounds it must stay within. */

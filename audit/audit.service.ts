@@ -39,6 +39,8 @@ export interface PolicyRecord {
   reason: string | null;
   /** The stored facts (bounded, scrubbed), or null when none were recorded or they do not parse. */
   facts: StoredFacts | null;
+  /** The MCP tool(s) called (issue 28), or null. */
+  tool: string | null;
 }
 
 export interface PolicyRecords {
@@ -308,6 +310,7 @@ export function createAuditService(deps: { db: Db; clock: Clock; log: Logger; ba
           id: r.id, created_at: createdAt, environment_id: r.environment_id ?? null, method: r.method, host: r.host, path: r.path,
           connector: r.connector, category: r.category, decision: r.decision, reason: r.reason ?? null,
           facts: r.facts == null ? null : parseFacts(r.facts),
+          tool: r.tool ?? null,
         });
         if (out.length >= q.limit) break;
       }

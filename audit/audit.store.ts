@@ -32,7 +32,7 @@ function stateOf(row: { seq: unknown; hash: string; pruned_seq: unknown; pruned_
 const COLUMNS = [
   'developer_id', 'seq', 'id', 'created_at', 'environment_id', 'method', 'host', 'path', 'connector', 'category',
   'credential', 'decision', 'reason', 'matched_rules', 'approval_id', 'grant_id', 'status', 'upstream_status',
-  'bytes_in', 'bytes_out', 'duration_ms', 'redacted', 'facts', 'prev_hash', 'hash',
+  'bytes_in', 'bytes_out', 'duration_ms', 'redacted', 'facts', 'tool', 'prev_hash', 'hash',
 ] as const satisfies ReadonlyArray<keyof AuditRow>;
 const REDACTED = COLUMNS.indexOf('redacted');
 
@@ -86,11 +86,11 @@ function sqliteAppendFor(conn: SqliteConnection): SqliteAppend {
 const AUDIT_COLUMNS = [
   'id', 'developer_id', 'seq', 'created_at', 'environment_id', 'method', 'host', 'path', 'connector', 'category', 'credential', 'decision',
   'reason', 'matched_rules', 'approval_id', 'grant_id', 'status', 'upstream_status', 'bytes_in', 'bytes_out', 'duration_ms', 'redacted',
-  'facts', 'prev_hash', 'hash',
+  'facts', 'tool', 'prev_hash', 'hash',
 ] as const satisfies ReadonlyArray<keyof AuditRow>;
 
 /** What a policy simulation reads of an entry (policyPage). */
-const POLICY_COLUMNS = ['seq', 'id', 'created_at', 'environment_id', 'method', 'host', 'path', 'connector', 'category', 'decision', 'reason', 'facts'] as const;
+const POLICY_COLUMNS = ['seq', 'id', 'created_at', 'environment_id', 'method', 'host', 'path', 'connector', 'category', 'decision', 'reason', 'facts', 'tool'] as const;
 export type PolicyRow = Pick<AuditRow, (typeof POLICY_COLUMNS)[number]>;
 
 export const auditStore = {

@@ -28,7 +28,7 @@ const NUMERIC = new Set<string>(['seq', 'created_at', 'status', 'upstream_status
  * flipping it either way on a stored row breaks that row's hash. `facts` (issue 26) is
  * hashed after it, only when not null, as `,"facts":"<its stored JSON text>"`.
  */
-export type HashedRow = Pick<AuditRow, (typeof HASHED_FIELDS)[number]> & { redacted?: boolean | number | null; facts?: string | null };
+export type HashedRow = Pick<AuditRow, (typeof HASHED_FIELDS)[number]> & { redacted?: boolean | number | null; facts?: string | null; tool?: string | null };
 
 /** `"name":` of each hashed field, the first without the comma; whether it is numeric. */
 const PARTS = HASHED_FIELDS.map((f, i) => [`${i === 0 ? '' : ','}${JSON.stringify(f)}:`, NUMERIC.has(f)] as const);
@@ -52,6 +52,8 @@ export function canonicalJson(row: HashedRow): string {
   // as a JSON string), so entries without facts, those before the column included, keep
   // their hashes; adding, changing or removing a row's facts breaks its hash.
   if (row.facts != null) out += `,"facts":${JSON.stringify(String(row.facts))}`;
+  // `tool` (issue 28) likewise, after facts and only when stored.
+  if (row.tool != null) out += `,"tool":${JSON.stringify(String(row.tool))}`;
   return `${out}}`;
 }
 
@@ -80,7 +82,7 @@ export function chainRows(head: ChainHead, rows: readonly UnchainedRow[]): { row
       host: r.host, path: r.path, connector: r.connector, category: r.category, credential: r.credential, decision: r.decision,
       reason: r.reason, matched_rules: r.matched_rules, approval_id: r.approval_id, grant_id: r.grant_id, status: r.status,
       upstream_status: r.upstream_status, bytes_in: r.bytes_in, bytes_out: r.bytes_out, duration_ms: r.duration_ms,
-      redacted: r.redacted, facts: r.facts, prev_hash: prev, hash: '',
+      redacted: r.redacted, facts: r.facts, tool: r.tool ?? null, prev_hash: prev, hash: '',
     };
     row.hash = entryHash(prev, row);
     prev = row.hash;

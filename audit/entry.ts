@@ -48,6 +48,8 @@ export interface AuditEntryInput {
    * scrubbed (sanitizeFacts), so a simulation can replay the policy on it (issue 26).
    */
   facts?: RequestFacts | null;
+  /** The MCP tool(s) the request called (issue 28, docs/mcp.md); absent or null: none. */
+  tool?: string | null;
 }
 
 /** A sanitised entry before it is chained: everything but seq, prev_hash and hash. */
@@ -80,6 +82,8 @@ export interface UnchainedRow {
    * when not null (audit/chain.ts): rows from before the column keep their hashes.
    */
   facts: string | null;
+  /** The MCP tool(s) called, or null. Hashed only when not null (audit/chain.ts): older rows keep their hashes. */
+  tool?: string | null;
 }
 
 /** A row of `audit_log`. */
@@ -114,6 +118,8 @@ export interface AuditEntry {
   redacted?: true;
   /** Present only when the request's facts were recorded (issue 26); null for a stored value that does not parse. */
   facts?: StoredFacts | null;
+  /** Present only on a request that called an MCP tool (issue 28). */
+  tool?: string;
   prev_hash: string;
   hash: string;
 }
@@ -138,6 +144,8 @@ export const LIMITS = {
   facts_channel: 100,
   facts_currency: 16,
   facts: 16_384,
+  /** MCP tool names (128 each), a batch's joined with `,`. */
+  tool: 4096,
 } as const;
 
 /**
@@ -339,6 +347,7 @@ export function sanitizeEntry(input: AuditEntryInput, id: string, createdAt: num
     duration_ms: count(input.duration_ms, 'duration_ms', false),
     redacted: input.redacted === true,
     facts: sanitizeFacts(input.facts),
+    tool: cleanOptional(input.tool, LIMITS.tool),
   };
 }
 
@@ -380,6 +389,8 @@ export function toAuditEntry(r: AuditRow): AuditEntry {
     ...(Number(r.redacted) === 1 || r.redacted === true ? { redacted: true as const } : {}),
     // Only when recorded (issue 26): entries without facts keep decisions.md's field list.
     ...(r.facts != null ? { facts: parseFacts(r.facts) } : {}),
+    // Only on an MCP tool call (issue 28).
+    ...(r.tool != null ? { tool: r.tool } : {}),
     prev_hash: r.prev_hash,
     hash: r.hash,
   };

@@ -17,6 +17,8 @@ import { createSecretsService, type SecretsService } from '../environments/secre
 import { createEgressService, type EgressService } from '../environments/egress.service.js';
 import { secretsRouter } from '../api/routes/secrets.js';
 import { egressRouter } from '../api/routes/egress.js';
+import { mcpRouter } from '../api/routes/mcp.js';
+import { createMcpServersService } from '../mcp/mcp-servers.service.js';
 import { createApp, type RouteInfo } from '../api/app.js';
 import { environmentsRouter } from '../api/routes/environments.js';
 import { templatesRouter } from '../api/routes/templates.js';
@@ -80,6 +82,13 @@ import { createMembersService } from '../accounts/members.service.js';
 import { teamMembersRouter } from '../api/routes/team-members.js';
 import { openapiRouter } from '../api/routes/openapi.js';
 import { consoleRouter } from '../api/console/console.js';
+import { createSlackChannelService } from '../approval-channels/slack-channel.service.js';
+import { createSlackApi } from '../approval-channels/slack-api.js';
+import { createSlackDeliveryService } from '../approval-channels/slack-delivery.service.js';
+import { createSlackInteractivityService } from '../approval-channels/slack-interactivity.service.js';
+import { approvalChannelsRouter } from '../api/routes/approval-channels.js';
+import { slackRouter } from '../api/routes/slack.js';
+import { scheduleDeliverSlackCards } from '../jobs/deliver-slack-cards.job.js';
 import { WebSocketServer } from 'ws';
 import { createHmac } from 'node:crypto';
 import { constantTimeEqual } from '../lib/crypto.js';
@@ -275,6 +284,9 @@ export async function startService(config: Readonly<Config>, log: Logger, opts: 
   });
 
   const webhookEndpoints = createWebhookEndpointsService({ db, clock, keyring, allowPrivateDestinations: config.allowPrivateUpstreams });
+  // Slack approval cards (issue 27): a card row is written in the transaction of every
+  // approval change (onApprovalChange below); delivery is wired with the console's members.
+  const slackChannels = createSlackChannelService({ db, clock, keyring });
 
   // Policies and approvals point at each other through closures: a grant write (approvals)
   // drops the environment's cached policy (policies' decider). decision_url needs the base
@@ -287,6 +299,7 @@ export async function startService(config: Readonly<Config>, log: Logger, opts: 
     nodeId: nodes.id,
     onDecidedElsewhere: (approvalId, holder) => nodes.notifyDecided(holder, approvalId),
     waitPollMs: opts.waitPollMs,
+    onApprovalChange: (trx, change) => slackChannels.onApprovalChange(trx, change),
   });
   const policies: PoliciesService = createPoliciesService({
     db, clock, environments,
@@ -334,7 +347,16 @@ export async function startService(config: Readonly<Config>, log: Logger, opts: 
     // The effective egress allowlist includes connected connectors' hosts: reload it too.
     gatewayCache.clear();
   };
-  gatewayCache.setExtraHosts(({ environmentId }) => standIns.hostsFor(environmentId));
+  // MCP servers (issue 28): a registered server's host is on its environments' allowlist while registered.
+  const mcpServers = createMcpServersService({
+    db, clock,
+    environment: async (developerId, environmentId) => {
+      const row = await environmentsStore.get(db, developerId, environmentId);
+      return row ? { destroyed: row.desired_state === 'destroyed' } : null;
+    },
+    onChanged: (developerId, environmentId) => (environmentId === null ? gatewayCache.invalidateDeveloper(developerId) : gatewayCache.invalidateEnvironment(environmentId)),
+  });
+  gatewayCache.setExtraHosts(async ({ environmentId, developerId }) => [...(await standIns.hostsFor(environmentId)), ...(await mcpServers.hostsFor(developerId, environmentId))]);
   const connections = createConnectionsService({ db, clock, keyring, log, http: oauthHttp, endpoints: providerEndpoints, timeoutMs: OAUTH_TIMEOUT_MS, oauthClients, onChange: onConnectionChange });
   const callback = createCallbackHandler({ db, clock, keyring, log, http: oauthHttp, oauthClients, endpoints: providerEndpoints, timeoutMs: OAUTH_TIMEOUT_MS, onChange: onConnectionChange });
   // Access tokens expiring within 10 minutes are refreshed ahead of use (the gateway also
@@ -391,10 +413,12 @@ export async function startService(config: Readonly<Config>, log: Logger, opts: 
     credentials: async (id) => {
       const placeholders = (await secrets.secretsForEnvironment(id.environmentId))?.byPlaceholder ?? new Map();
       const stand = await standIns.forEnvironment(id.environmentId);
-      if (stand.length === 0) return { byToken: placeholders };
+      // Registered MCP servers (issue 28): from memory when fresh, so an environment without any costs no allocation.
+      const mcp = mcpServers.cachedRoutes(id.environmentId) ?? await mcpServers.routesFor(id.developerId, id.environmentId);
+      if (stand.length === 0) return mcp.list.length === 0 ? { byToken: placeholders } : { byToken: placeholders, mcp };
       const byToken = new Map<string, Credential>(placeholders);
       for (const c of stand) byToken.set(c.token, c);
-      return { byToken };
+      return mcp.list.length === 0 ? { byToken } : { byToken, mcp };
     },
     decide: (id, req) => policies.decider.decide(id.developerId, id.environmentId, { ...req, category: req.category as Category }),
     requestApproval: (id, req) =>
@@ -607,7 +631,7 @@ export async function startService(config: Readonly<Config>, log: Logger, opts: 
     limits: { per_developer: config.browserLimits.perDeveloper, per_end_user: config.browserLimits.perEndUser, lease_secs: 900, save_deadline_secs: 60 },
   }));
   routers.push(gatewayRouter({ environments, passwordFor: proxyCredentials.passwordFor, proxyUrl, caCertPem: ca.certPem }));
-  routers.push(secretsRouter({ secrets }), egressRouter({ egress }));
+  routers.push(secretsRouter({ secrets }), egressRouter({ egress }), mcpRouter({ mcp: mcpServers }));
   routers.push(webhooksRouter({ endpoints: webhookEndpoints, deliveries: webhookDelivery }));
   // Mounted always so the OpenAPI document lists it; without GATEWAY_TEST_CLOCK=1 it answers 404 no such route.
   routers.push(testClockRouter({ enabled: config.testClock, clock, runDue }));
@@ -623,13 +647,35 @@ export async function startService(config: Readonly<Config>, log: Logger, opts: 
   // The console (issue 15): team members and their sessions; pages under /console.
   const members = createMembersService({ db, clock });
   routers.push(teamMembersRouter({ members, baseUrl: () => publicBaseUrl }));
+  const endUserOf = async (developerId: string, environmentId: string): Promise<string | null> => (await environments.get(developerId, environmentId).catch((err) => {
+    if ((err as { status?: number }).status === 404) return null;
+    throw err;
+  }))?.end_user_id ?? null;
   const consoleRoutes = consoleRouter({
     members, approvals, audit, nowMs: () => clock.nowMs(),
-    endUserOf: async (developerId, environmentId) => (await environments.get(developerId, environmentId).catch((err) => {
-      if ((err as { status?: number }).status === 404) return null;
-      throw err;
-    }))?.end_user_id ?? null,
+    endUserOf,
     secure: () => publicBaseUrl.startsWith('https:') });
+  // Slack approval cards (issue 27; docs/slack-approvals.md): posted and updated from the
+  // slack_cards outbox (at once after this process's commits, by the sweep job otherwise),
+  // every call through the egress guard; presses come to the public interactivity route.
+  const slackApi = createSlackApi({ allowPrivateDestinations: config.allowPrivateUpstreams, overrides: config.upstreamOverrides, extraCa: upstreamCa, timeoutMs: config.webhookTimeoutMs });
+  const slackDelivery = createSlackDeliveryService({
+    db, clock, log, api: slackApi,
+    target: (developerId) => slackChannels.target(developerId),
+    approval: (id) => approvals.cardById(id),
+    endUserOf,
+    memberName: (developerId, memberId) => members.nameOf(developerId, memberId),
+  });
+  const slackInteractivity = createSlackInteractivityService({
+    db, clock, log, api: slackApi,
+    target: (developerId) => slackChannels.target(developerId),
+    approval: (id) => approvals.cardById(id),
+    decide: (id, caller, body) => approvals.decide(id, caller, body),
+    memberBySlackUser: (developerId, slackUserId) => members.bySlackUser(developerId, slackUserId),
+  });
+  slackDelivery.start();
+  await scheduleDeliverSlackCards(jobs, { sweep: () => slackDelivery.sweep(), pruneUsedSignatures: () => slackInteractivity.pruneUsedSignatures() });
+  routers.push(approvalChannelsRouter({ slack: slackChannels }));
   // Readiness (issue 25, item 1): the store answers, its migrations are this code's, the
   // proxy listens, and a node with a host is registered and heartbeating.
   const readiness = createReadiness({
@@ -645,7 +691,7 @@ export async function startService(config: Readonly<Config>, log: Logger, opts: 
   });
   const rootRouters: import('express').Router[] = [healthRouter({ readiness })];
   if (prom) rootRouters.push(metricsRouter({ accounts, scrape: prom.scrape }));
-  const app = createApp({ log, accounts, routers, consoleRouter: consoleRoutes, rootRouters, publicRouters: [decisionRouter({ approvals, accounts }), oauthCallbackRouter({ callback }), browserViewRouter({ leases }), openapiRouter({ baseUrl: () => publicBaseUrl })], websockets: BROWSER_WEBSOCKETS });
+  const app = createApp({ log, accounts, routers, consoleRouter: consoleRoutes, rootRouters, publicRouters: [decisionRouter({ approvals, accounts }), slackRouter({ interactivity: slackInteractivity }), oauthCallbackRouter({ callback }), browserViewRouter({ leases }), openapiRouter({ baseUrl: () => publicBaseUrl })], websockets: BROWSER_WEBSOCKETS });
 
   const apiServer = opts.api === false ? null : createServer(app);
   apiServer?.on('clientError', answerUnparsable);
@@ -832,6 +878,8 @@ export async function startService(config: Readonly<Config>, log: Logger, opts: 
     await upstream.close();
     await oauthHttp.close();
     await webhookDelivery.close();
+    await slackDelivery.close();
+    await slackApi.close();
     await jobs.stop();
     approvals.close();
     // After the API and proxy stop taking requests: write what the audit queue holds.

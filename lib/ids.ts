@@ -2,7 +2,7 @@ import { randomFillSync } from 'node:crypto';
 
 export const ID_PREFIXES = [
   'env', 'apr', 'grt', 'evt', 'conn', 'wak', 'bpr', 'bls', 'key', 'sec', 'aud', 'dlv',
-  'dev', 'tpl', 'sch', 'host', 'kaw', 'rol', 'mem',
+  'dev', 'tpl', 'sch', 'host', 'kaw', 'rol', 'mem', 'mcp',
 ] as const;
 export type IdPrefix = (typeof ID_PREFIXES)[number];
 

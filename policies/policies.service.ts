@@ -22,6 +22,8 @@ export interface PolicyCheckInput {
   amount?: Money | null;
   recipients?: string[] | null;
   channel?: string | null;
+  /** An MCP tool the request would call (issue 28). */
+  tool?: string;
 }
 
 export interface PolicyCheckResult<GR> {
@@ -189,6 +191,7 @@ export function createPoliciesService<G extends GrantLike & { record: unknown }>
         session_id: input.session_id ?? null,
         infrastructure,
         facts,
+        ...(input.tool !== undefined ? { tool: input.tool } : {}),
       });
       return {
         decision: d.decision,

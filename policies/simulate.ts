@@ -51,6 +51,8 @@ export interface SimulatedRecord {
   decision: DecisionKind;
   reason: string | null;
   facts: RecordedFacts | null;
+  /** The MCP tool(s) the request called (issue 28); rules naming a tool match only it. */
+  tool?: string | null;
 }
 
 export interface SimulationExample {
@@ -114,6 +116,7 @@ export function simulateRecords(rules: readonly Rule[], records: readonly Simula
       category: r.category,
       infrastructure: r.reason === 'infrastructure_credential',
       facts: factsForPolicy(r.facts),
+      ...(r.tool ? { tool: r.tool } : {}),
     };
     const d = evaluate(policy, request, [], { nowMs, ignoreGrants: true });
     if (d.decision === r.decision) continue;

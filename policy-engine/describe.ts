@@ -28,6 +28,7 @@ import { gmailBase } from './classify/gmail.js';
 import { isCalendarPath, notifiesGuests } from './classify/calendar.js';
 import { isSlackApiPath, isSlackHost } from './classify/slack.js';
 import { STRIPE_HOST } from './classify/stripe.js';
+import { parseMcpBody } from './classify/mcp.js';
 import type { ClassifyRequest, ParsedRequest } from './classify/types.js';
 import { parseAddressList } from './address-list.js';
 import { decodeEncodedWords, MAX_MESSAGE_BYTES, mimeHeaders, readHeaderBlock, rfc822Part, type HeaderBlock } from './mime-headers.js';
@@ -402,6 +403,69 @@ function describeStripe(p: ParsedRequest, f: Fields): RequestDetails | null {
   f.add('Destination', [...form.getAll('destination'), ...form.getAll('transfer_data[destination]')]);
   f.add('Description', form.getAll('description'));
   return { kind: 'payment', fields: f.out };
+}
+
+// ---------------------------------------------------------------- MCP (issue 28)
+
+/** Tool calls a card lists; a batch calling more says how many it leaves out. */
+export const MAX_MCP_CALLS = 4;
+
+/** An argument's value as one line of text: a string as it is, anything else as JSON (bounded by the field). */
+function argumentText(v: unknown): string {
+  if (typeof v === 'string') return v;
+  try {
+    const j = JSON.stringify(v);
+    return j === undefined ? String(v) : j.length > 4 * MAX_DETAIL_VALUE ? `${j.slice(0, 4 * MAX_DETAIL_VALUE)}…` : j;
+  } catch {
+    return '?';
+  }
+}
+
+/**
+ * The card of a held request to a registered MCP server (docs/mcp.md): the server, each
+ * tool called and its arguments as `<tool>.<argument>` fields, under the same hostile-input
+ * rules as every card (values cleaned and bounded, placeholders hidden, at most
+ * MAX_DETAIL_FIELDS fields). A body the classifier could not read (compressed, not UTF-8, a
+ * repeated key, not JSON-RPC) says so, listing what it could read, escaped.
+ */
+export function describeMcpRequest(req: Pick<ClassifyRequest, 'method' | 'headers' | 'body'>, opts: { server: string; hide?: readonly string[] }): RequestDetails {
+  const f = new Fields(opts.hide ?? []);
+  const kind = 'mcp_tool_call';
+  f.add('MCP server', opts.server);
+  try {
+    if (req.method.toUpperCase() !== 'POST') {
+      f.add('Request', `${req.method.toUpperCase()} (the server's event stream or session)`);
+      return { kind, fields: f.out };
+    }
+    const parsed = parseMcpBody(req.body, req.headers);
+    const calls = parsed.messages.filter((m) => m.method === 'tools/call');
+    const others = parsed.messages.filter((m) => m.method !== 'tools/call').map((m) => m.method || '(a response)');
+    let omitted = 0;
+    calls.forEach((m, i) => {
+      if (i >= MAX_MCP_CALLS) {
+        omitted++;
+        return;
+      }
+      const tool = m.tool ?? '(no tool name)';
+      f.add('Tool', tool);
+      const args = m.arguments;
+      if (isObject(args)) {
+        for (const [k, v] of Object.entries(args)) {
+          if (f.out.length >= MAX_DETAIL_FIELDS) {
+            omitted++;
+            continue;
+          }
+          f.add(cut(`${cleanLine(tool, f.hide)}.${cleanLine(k, f.hide)}`, MAX_NAME_CHARS), argumentText(v) === '' ? '""' : argumentText(v));
+        }
+      } else if (args !== undefined) f.add(`${tool}: arguments`, argumentText(args));
+    });
+    if (others.length > 0) f.add('Also in the request', others);
+    if (!parsed.ok) return { kind, fields: f.out, unreadable: `the request could not be read as MCP (${parsed.why}): it is treated as the riskiest kind of call` };
+    if (omitted > 0) return { kind, fields: f.out, unreadable: `the card leaves out ${omitted} tool call(s) or argument(s); the request is judged by all of them` };
+    return { kind, fields: f.out };
+  } catch {
+    return { kind, fields: f.out, unreadable: 'the request could not be decoded' };
+  }
 }
 
 /**

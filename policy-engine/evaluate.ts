@@ -62,6 +62,11 @@ export interface PolicyRequest {
    * reads the store); evaluate() reads no store.
    */
   readonly counts?: ReadonlyMap<number, number>;
+  /**
+   * The MCP tool(s) the request calls (issue 28; policy-engine/classify/mcp.ts): a rule with
+   * `tool` matches only when it equals this, and a grant covers only its own tool.
+   */
+  readonly tool?: string | null;
 }
 
 /** The fields of a grant record evaluate() reads. Records may carry more; they are returned as given. */
@@ -78,6 +83,8 @@ export interface GrantLike {
   readonly limits?: GrantLimits | null;
   /** What was used of `limits` so far. */
   readonly used?: GrantUse | null;
+  /** The MCP tool(s) of the approved request (issue 28): the grant covers only requests with the same; null: none. */
+  readonly tool?: string | null;
 }
 
 export type Reason = 'rule' | 'grant' | 'deny_rule' | 'ask_rule' | 'high_risk' | 'no_rule' | 'infrastructure_credential';
@@ -141,10 +148,11 @@ function summarize(rules: readonly Rule[], connector: string | null, category: s
     const r = rules[i]!;
     if (r.connector !== undefined && r.connector !== connector) continue;
     if (r.category !== undefined && r.category !== category) continue;
-    if (r.when !== undefined) {
+    // A rule naming a tool (issue 28) is checked per request, like one with conditions.
+    if (r.when !== undefined || r.tool !== undefined) {
       conditional.push(i);
-      if (r.when.count_over !== undefined) counted.push(i);
-      if (conditionsNeedFacts(r.when)) needsFacts = true;
+      if (r.when?.count_over !== undefined) counted.push(i);
+      if (r.when !== undefined && conditionsNeedFacts(r.when)) needsFacts = true;
       continue;
     }
     matched.push(i);
@@ -158,10 +166,12 @@ function summarize(rules: readonly Rule[], connector: string | null, category: s
   return { matched, deny, askScope, allow, conditional, counted, needsFacts };
 }
 
-/** Whether rule i (with `when`) holds for this request. */
+/** Whether rule i (with `when` or `tool`) holds for this request. */
 function holds(rules: readonly Rule[], i: number, request: PolicyRequest): boolean {
   const r = rules[i]!;
-  return conditionsHold(r.when!, r.effect, { facts: request.facts, count: request.counts?.get(i) });
+  if (r.tool !== undefined && r.tool !== request.tool) return false;
+  if (r.when === undefined) return true;
+  return conditionsHold(r.when, r.effect, { facts: request.facts, count: request.counts?.get(i) });
 }
 
 /**
@@ -216,6 +226,7 @@ function notExpired(g: GrantLike, nowMs: number): boolean {
  */
 export function grantCovers(g: GrantLike, request: PolicyRequest, nowMs: number): boolean {
   if (g.connector !== request.connector || g.category !== request.category) return false;
+  if ((g.tool ?? null) !== (request.tool ?? null)) return false;
   if (!notExpired(g, nowMs)) return false;
   if (!limitsAllow(g, request)) return false;
   switch (g.scope) {
@@ -259,8 +270,9 @@ interface Bucket<G> {
   readonly permanent: G[];
 }
 
-function bucketKey(connector: string, category: string): string {
-  return `${connector}\u0000${category}`;
+function bucketKey(connector: string, category: string, tool: string | null | undefined): string {
+  // A grant covers only its own tool (issue 28): requests without one use the key as before.
+  return tool == null ? `${connector}\u0000${category}` : `${connector}\u0000${category}\u0000${tool}`;
 }
 
 function pushTo<G>(map: Map<string, G[]>, key: string, g: G): void {
@@ -283,7 +295,7 @@ export class GrantIndex<G extends GrantLike = GrantLike> {
     let n = 0;
     for (const g of grants) {
       n++;
-      const key = bucketKey(g.connector, g.category);
+      const key = bucketKey(g.connector, g.category, g.tool);
       let b = this.buckets.get(key);
       if (b === undefined) {
         b = { task: new Map(), session: new Map(), timeLimited: [], permanent: [] };
@@ -311,7 +323,7 @@ export class GrantIndex<G extends GrantLike = GrantLike> {
 
   /** The grant that covers the request (same choice as the array form), or null. */
   find(request: PolicyRequest, nowMs: number): G | null {
-    const b = this.buckets.get(bucketKey(request.connector, request.category));
+    const b = this.buckets.get(bucketKey(request.connector, request.category, request.tool));
     if (b === undefined) return null;
     if (nonEmpty(request.task_id)) {
       const list = b.task.get(request.task_id);
@@ -473,6 +485,7 @@ export function evaluateNaive<G extends GrantLike>(
     const r = rules[i]!;
     if (r.connector !== undefined && r.connector !== request.connector) continue;
     if (r.category !== undefined && r.category !== request.category) continue;
+    if (r.tool !== undefined && r.tool !== request.tool) continue;
     if (r.when !== undefined && !holds(rules, i, request)) continue;
     matched.push(i);
     if (r.effect === 'deny') deny = true;

@@ -14,6 +14,7 @@ import { CATEGORIES, EFFECTS, SCOPES, isCategory, isEffect, isHighRisk, isScope 
 import type { Category, Effect, Scope } from './categories.js';
 import { COUNT_SCOPES, COUNT_WINDOWS, type Conditions, type CountOver } from './conditions.js';
 import type { Money } from './facts.js';
+import { TOOL_NAME } from './classify/mcp.js';
 
 export interface Rule {
   /** Omitted: matches every connector. */
@@ -28,6 +29,11 @@ export interface Rule {
    * be read takes the riskier reading (policy-engine/conditions.ts).
    */
   readonly when?: Conditions;
+  /**
+   * An MCP tool (issue 28, docs/mcp.md): the rule matches only requests calling exactly this
+   * tool (a batch calling several tools matches no rule with `tool`). Omitted: any.
+   */
+  readonly tool?: string;
 }
 
 export const MAX_RULES = 100;
@@ -41,7 +47,7 @@ export type ValidateRulesResult =
   | { ok: true; rules: Rule[] }
   | { ok: false; status: 400 | 422; message: string };
 
-const RULE_FIELDS: ReadonlySet<string> = new Set(['connector', 'category', 'effect', 'max_scope', 'when']);
+const RULE_FIELDS: ReadonlySet<string> = new Set(['connector', 'category', 'effect', 'max_scope', 'when', 'tool']);
 const WHEN_FIELDS: ReadonlySet<string> = new Set(['amount_over', 'recipients_outside', 'channels_outside', 'count_over']);
 const AMOUNT_FIELDS: ReadonlySet<string> = new Set(['currency', 'minor_units']);
 const COUNT_FIELDS: ReadonlySet<string> = new Set(['max', 'per', 'scope']);
@@ -80,6 +86,7 @@ function shapeError(rule: unknown, i: number): string | null {
   if ('max_scope' in rule && !isScope(rule.max_scope)) {
     return `${at}.max_scope must be one of ${SCOPES.join(', ')}`;
   }
+  if ('tool' in rule && typeof rule.tool !== 'string') return `${at}.tool must be a string`;
   if ('when' in rule) return whenShapeError(rule.when, `${at}.when`);
   return null;
 }
@@ -186,6 +193,9 @@ function valueError(rule: Rule, i: number): string | null {
   if (rule.max_scope !== undefined && rule.effect !== 'ask') {
     return `${at}.max_scope is only permitted when effect is ask`;
   }
+  if (rule.tool !== undefined && !TOOL_NAME.test(rule.tool)) {
+    return `${at}.tool must be an MCP tool name: 1 to 128 of A-Z a-z 0-9 _ - . /`;
+  }
   return null;
 }
 
@@ -214,12 +224,13 @@ export function validateRules(rules: unknown): ValidateRulesResult {
   const out: Rule[] = [];
   for (let i = 0; i < rules.length; i++) {
     const r = rules[i] as Record<string, unknown>;
-    const rule: { connector?: string; category?: Category; effect: Effect; max_scope?: Scope; when?: Conditions } = {
+    const rule: { connector?: string; category?: Category; effect: Effect; max_scope?: Scope; when?: Conditions; tool?: string } = {
       ...(r.connector !== undefined ? { connector: r.connector as string } : {}),
       ...(r.category !== undefined ? { category: r.category as Category } : {}),
       effect: r.effect as Effect,
       ...(r.max_scope !== undefined ? { max_scope: r.max_scope as Scope } : {}),
     };
+    if (r.tool !== undefined) rule.tool = r.tool as string;
     const err = valueError(rule, i);
     if (err !== null) return { ok: false, status: 400, message: err };
     if (r.when !== undefined) {

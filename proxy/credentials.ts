@@ -1,4 +1,5 @@
 import type { Slot } from '../lib/credential-slots.js';
+import type { ListedTool, McpToolTable } from '../policy-engine/classify/mcp.js';
 
 export type { Slot } from '../lib/credential-slots.js';
 export { DEFAULT_SLOTS, connectionSlots, secretSlots } from '../lib/credential-slots.js';
@@ -48,6 +49,34 @@ export interface Credential {
 
 export interface CredentialSet {
   byToken: ReadonlyMap<string, Credential>;
+  /** The environment's registered MCP servers (issue 28, docs/mcp.md); absent when it has none (the common case costs nothing). */
+  mcp?: McpServers;
+}
+
+/** A registered MCP server as the pipeline classifies it (mcp/mcp-servers.service.ts builds it). */
+export interface McpServerRoute extends McpToolTable {
+  /** The secret whose placeholder the agent sends as its bearer token; null: none. */
+  readonly secret: string | null;
+  /** Remembers the annotations of a tools/list answer this server gave (per server, never across servers). */
+  learn(tools: readonly ListedTool[]): void;
+}
+
+export interface McpServers {
+  /** The registration whose URL is https://host:port/path; null: none. */
+  match(host: string, port: number, path: string): McpServerRoute | null;
+}
+
+/**
+ * For a request to an MCP server (issue 28): the server's secret goes in `Authorization`
+ * only (Bearer or token), whatever its inject list says for other APIs. True when the
+ * request carries it anywhere else.
+ */
+export function mcpSecretMisplaced(placement: Placement, token: string): boolean {
+  for (const h of placement.hits) {
+    if (h.at === 'auth-param') continue;
+    if (h.at === 'basic' ? h.user === token || h.pass === token : h.token === token) return true;
+  }
+  return false;
 }
 
 /** Every token shape the gateway hands out. */

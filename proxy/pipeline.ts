@@ -9,7 +9,10 @@ import { factsNeedBody, factsOf } from '../policy-engine/request-facts.js';
 import type { Logger } from '../lib/log.js';
 import type { AuditEntryInput } from '../audit/entry.js';
 import type { Upstream } from './upstream.js';
-import { placeCredentials, swapCredentials, type Credential, type CredentialSet } from './credentials.js';
+import { mcpSecretMisplaced, placeCredentials, swapCredentials, type Credential, type CredentialSet, type McpServerRoute } from './credentials.js';
+import { classifyMcp, type McpClassification } from '../policy-engine/classify/mcp.js';
+import { describeMcpRequest } from '../policy-engine/describe.js';
+import { sendMcpRefusal, ToolsListTap } from './mcp-answer.js';
 import { refusal, sendRefusal, type Refusal } from './refusal.js';
 import { ERROR_CODES } from '../lib/errors.js';
 import { authorityMismatch, hostHeader, originForm, type Target } from './authority.js';
@@ -72,7 +75,7 @@ export interface GatewayPorts {
    */
   unknownHost?(id: Identity, host: string, tags: { task_id?: string; session_id?: string }): Promise<UnknownHost | null>;
   credentials(id: Identity): Promise<CredentialSet>;
-  decide(id: Identity, req: { connector: string; category: string; task_id?: string; session_id?: string; infrastructure: boolean; facts?: RequestFacts | null }): Promise<PolicyDecision>;
+  decide(id: Identity, req: { connector: string; category: string; task_id?: string; session_id?: string; infrastructure: boolean; facts?: RequestFacts | null; tool?: string }): Promise<PolicyDecision>;
   requestApproval(
     id: Identity,
     req: {
@@ -81,6 +84,8 @@ export interface GatewayPorts {
       details?: RequestDetails | null;
       /** What the policy read from it: a decision's limits must cover it (issue 26, item 2). */
       facts?: RequestFacts | null;
+      /** The MCP tool(s) it calls (issue 28): named in the summary; a grant covers only them. */
+      tool?: string;
     },
   ): Promise<{ id: string }>;
   waitForDecision(approvalId: string, signal: AbortSignal): Promise<ApprovalOutcome>;
@@ -376,6 +381,7 @@ class Forward implements Dispatcher.DispatchHandler {
 
   onResponseStart(c: Dispatcher.DispatchController, statusCode: number, headers: IncomingHttpHeaders): void {
     if (statusCode < 200) return; // 1xx: the final answer follows
+    this.x.mcpTap?.start(statusCode, headers);
     const redactor = this.x.redactor;
     let codings: string[] = [];
     // No body follows (HEAD, 204, 304): the headers describe a body that is not here, so they stay.
@@ -420,6 +426,7 @@ class Forward implements Dispatcher.DispatchHandler {
 
   onResponseData(c: Dispatcher.DispatchController, chunk: Buffer): void {
     this.#out += chunk.length;
+    this.x.mcpTap?.push(chunk);
     if (this.#codings && !this.#decoders) this.#startDecoding(this.#codings);
     const decoders = this.#decoders;
     if (decoders) {
@@ -486,6 +493,7 @@ class Forward implements Dispatcher.DispatchHandler {
 
   onResponseEnd(): void {
     this.#complete = true;
+    this.x.mcpTap?.end();
     this.x.upstreamMs = performance.now() - this.x.upstreamAt;
     if (this.#decoders) {
       this.#decoders[0]!.end();
@@ -679,6 +687,14 @@ class Exchange {
   facts: RequestFacts | null = null;
   /** Counts to settle before forwarding (count_over rules, issue 26 item 1); null: none. */
   settles: Settle[] | null = null;
+  /** The registered MCP server this request goes to (issue 28); null: not an MCP request. */
+  mcp: McpServerRoute | null = null;
+  /** Its JSON-RPC classification (policy-engine/classify/mcp.ts), once the body is read. */
+  mcpCls: McpClassification | null = null;
+  /** The policy's subject for it: connector `mcp:<name>`, the kind of the server's secret if sent. */
+  mcpSubject: Credential | null = null;
+  /** Reads the answer of a tools/list for the server's annotations. */
+  mcpTap: ToolsListTap | null = null;
 
   constructor(
     readonly s: Settings,
@@ -727,8 +743,11 @@ class Exchange {
   async refuse(r: Refusal, decision: Verdict = 'deny', reason: string = r.code): Promise<void> {
     this.entry.decision = decision;
     this.entry.reason = reason;
-    const committed = await this.finish(ERROR_CODES[r.code].status);
+    // An MCP request's refusal is a JSON-RPC error its client can show (issue 28): HTTP 200.
+    const rpc = this.mcpCls !== null && this.mcpCls.ids.length > 0 ? this.mcpCls : null;
+    const committed = await this.finish(rpc ? 200 : ERROR_CODES[r.code].status);
     if (this.res.destroyed) return;
+    if (rpc) return sendMcpRefusal(this.req, this.res, committed ? r : AUDIT_DOWN, rpc.ids, rpc.batch);
     sendRefusal(this.req, this.res, committed ? r : AUDIT_DOWN);
   }
 
@@ -776,7 +795,9 @@ class Exchange {
 
       const creds = await s.ports.credentials(id);
       this.tokens = creds.byToken;
-      const wantBody = this.hasBody && ((creds.byToken.size > 0 && textual(this.contentType)) || needsBody({ method, host: target.host, path: url, headers: req.headers }));
+      // A registered MCP server's URL (issue 28): its JSON-RPC body is read whole (up to the scan limit; beyond: unparsable, fail closed).
+      if (creds.mcp !== undefined && target.tls) this.mcp = creds.mcp.match(target.host, target.port, pathOnly(url));
+      const wantBody = this.hasBody && ((creds.byToken.size > 0 && textual(this.contentType)) || this.mcp !== null || needsBody({ method, host: target.host, path: url, headers: req.headers }));
       if (wantBody) {
         const r = await readUpTo(req, s.scanLimit);
         this.body = r.body;
@@ -787,6 +808,10 @@ class Exchange {
       const parts = { url, headers: req.headers, body: this.bodyComplete ? this.body : null, contentType: this.contentType };
       const placed = placeCredentials(parts, creds);
       const found = placed.found;
+      if (this.mcp !== null) {
+        const stopped = this.classifyMcp(placed, found);
+        if (stopped && stopped !== 'done') return this.refuse(stopped.r, stopped.decision, stopped.reason);
+      }
       // A new host is asked about here, after the checks that refuse without asking: a
       // credential is never swapped to it (none allows it: each one's hosts are on the
       // allowlist), so a request carrying one is refused below instead (issue 26, item 3).
@@ -838,6 +863,9 @@ class Exchange {
           return this.refuse(refusal('credential_minting_not_allowed',
             `${method} ${hostHeader(target)}${pathOnly(url)} mints a new credential (${minting}); a secret is swapped into it only when it has allow_minting`));
         }
+      }
+      // The policy, for each credential used and for an MCP server's tool calls (issue 28).
+      if (found.length > 0 || this.mcp !== null) {
         const stopped = await this.authorize(found);
         if (stopped === 'done') return;
         if (stopped) return this.refuse(stopped.r, stopped.decision, stopped.reason);
@@ -881,6 +909,11 @@ class Exchange {
       // An answer that may echo the real value is redacted as it streams; ask for it
       // uncompressed (a compressed one is decoded: Forward).
       if (this.redactor) headers['accept-encoding'] = 'identity';
+      // A tools/list answer is read for annotations: uncompressed too (issue 28).
+      if (this.mcp !== null && this.mcpCls !== null && this.mcpCls.listIds.length > 0) {
+        headers['accept-encoding'] = 'identity';
+        this.mcpTap = new ToolsListTap(this.mcp, this.mcpCls.listIds);
+      }
       let outBody: Dispatcher.DispatchOptions['body'] = null;
       if (this.hasBody) {
         if (this.bodyComplete) {
@@ -944,7 +977,7 @@ class Exchange {
         this.entry.decision = 'ask';
         this.entry.reason = 'ask_rule';
         this.entry.grant_id = null;
-        const held = await this.hold(refused.c, refused.category, 'once');
+        const held = await this.hold(refused.c, refused.category, 'once', ...this.mcpHoldOf(refused.c));
         if (held) return held;
         this.entry.decision = 'ask';
         return null;
@@ -958,14 +991,18 @@ class Exchange {
     this.settles = null;
     const lacks = await this.readFacts(found);
     if (lacks) return lacks;
-    for (const c of found) {
-      const cls = classify({ method: this.method, host: target.host, path: this.url, headers: req.headers, body: this.bodyComplete ? this.body ?? undefined : undefined }, c.connector);
+    for (const c of this.mcpSubject !== null ? this.mcpSubjects(found) : found) {
+      const mcp = c === this.mcpSubject ? this.mcpCls : null;
+      const cls = mcp ?? classify({ method: this.method, host: target.host, path: this.url, headers: req.headers, body: this.bodyComplete ? this.body ?? undefined : undefined }, c.connector);
       entry.connector = c.connector;
       entry.category = cls.category;
       entry.credential = c.kind;
       let d: PolicyDecision;
       try {
-        d = await s.ports.decide(id, { connector: c.connector, category: cls.category, task_id: this.taskId, session_id: this.sessionId, infrastructure: c.infrastructure, facts: this.facts });
+        d = await s.ports.decide(id, {
+          connector: c.connector, category: cls.category, task_id: this.taskId, session_id: this.sessionId, infrastructure: c.infrastructure, facts: this.facts,
+          ...(mcp?.tool !== undefined ? { tool: mcp.tool } : {}),
+        });
       } catch (err) {
         s.log.error({ err }, 'policy decision failed: failing closed');
         return stop(storeDown('cannot reach its store'));
@@ -986,7 +1023,7 @@ class Exchange {
           this.bodyComplete = true;
           this.rest = undefined;
         }
-        const stopped = await this.hold(c, cls.category, d.max_scope ?? 'permanent');
+        const stopped = await this.hold(c, cls.category, d.max_scope ?? 'permanent', mcp ? this.mcpDetails() : undefined, mcp?.tool);
         if (stopped) return stopped;
         entry.decision = 'ask';
       }
@@ -1051,13 +1088,54 @@ class Exchange {
           this.bodyComplete = true;
           this.rest = undefined;
         }
-        const stopped = await this.hold(it.c, it.category, d.max_scope ?? 'permanent');
+        const stopped = await this.hold(it.c, it.category, d.max_scope ?? 'permanent', ...this.mcpHoldOf(it.c));
         if (stopped) return stopped;
         entry.decision = 'ask';
         it.approved = true;
       }
     }
     return null;
+  }
+
+  /**
+   * A request to a registered MCP server (issue 28, docs/mcp.md): its JSON-RPC messages are
+   * classified (policy-engine/classify/mcp.ts) and the policy sees connector `mcp:<name>`
+   * and the tool; the server's secret is swapped in only from `Authorization`.
+   */
+  classifyMcp(placed: ReturnType<typeof placeCredentials>, found: Credential[]): Stop | null {
+    const mcp = this.mcp!;
+    const cls = classifyMcp({ method: this.method, headers: this.req.headers, body: this.bodyComplete ? this.body ?? undefined : undefined }, mcp);
+    this.mcpCls = cls;
+    if (cls.tool !== undefined) this.entry.tool = cls.tool;
+    const secret = mcp.secret === null ? undefined : found.find((c) => c.kind === 'secret' && c.connector === `secret:${mcp.secret}`);
+    this.entry.connector = `mcp:${mcp.name}`;
+    this.entry.category = cls.category;
+    // The policy's subject: a Credential in shape only (nothing of it is swapped).
+    this.mcpSubject = {
+      token: '', connector: `mcp:${mcp.name}`, kind: (secret ? 'secret' : 'none') as Credential['kind'], infrastructure: false,
+      hostAllowed: () => false, slots: [], allowMinting: false, value: () => '',
+    };
+    if (secret && mcpSecretMisplaced(placed, secret.token)) {
+      this.entry.credential = 'secret';
+      return stop(refusal('secret_location_not_allowed', `the ${mcp.name} MCP server's credential is only swapped into the Authorization header (Bearer)`));
+    }
+    return null;
+  }
+
+  /** The card and tool of a hold about the MCP subject (issue 28); nothing for any other credential. */
+  mcpHoldOf(c: Credential): [RequestDetails?, string?] {
+    return c === this.mcpSubject && c !== null ? [this.mcpDetails(), this.mcpCls?.tool] : [];
+  }
+
+  /** Who the policy is asked about for an MCP request: the server (its tool calls), then any other credential it carries. */
+  mcpSubjects(found: Credential[]): Credential[] {
+    const mcp = this.mcp!;
+    return [this.mcpSubject!, ...found.filter((c) => !(c.kind === 'secret' && c.connector === `secret:${mcp.secret}`))];
+  }
+
+  /** The card of a held MCP request: the server, each tool called and its arguments (policy-engine describeMcpRequest). */
+  mcpDetails(): RequestDetails {
+    return describeMcpRequest({ method: this.method, headers: this.req.headers, body: this.body ?? undefined }, { server: this.mcp!.name, hide: [...this.tokens.keys()] });
   }
 
   /** A host off the allowlist that a grant of an earlier egress approval lets through (issue 26, item 3). */
@@ -1109,7 +1187,7 @@ class Exchange {
   }
 
   /** Creates the approval and waits for its decision; null when approved. `given`: the card's details (else decoded from the request). */
-  async hold(c: Pick<Credential, 'connector'>, category: string, maxScope: string, given?: RequestDetails): Promise<Stop | null> {
+  async hold(c: Pick<Credential, 'connector'>, category: string, maxScope: string, given?: RequestDetails, tool?: string): Promise<Stop | null> {
     const { s, entry, target, id, res } = this;
     let approvalId: string;
     // The body here is the agent's own (held requests are classified before any swap).
@@ -1128,7 +1206,7 @@ class Exchange {
       approvalId = (
         await s.ports.requestApproval(id, {
           connector: c.connector, category, method: this.method, host: target.host, path: pathOnly(this.url), task_id: this.taskId,
-          session_id: this.sessionId, max_scope: maxScope, details, facts: this.facts,
+          session_id: this.sessionId, max_scope: maxScope, details, facts: this.facts, ...(tool !== undefined ? { tool } : {}),
         })
       ).id;
     } catch (err) {

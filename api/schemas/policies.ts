@@ -43,6 +43,7 @@ export const policyCheckSchema = Joi.object<PolicyCheckInput>({
   }).allow(null).description('The request\'s amount, as the gateway decodes it from a payment'),
   recipients: Joi.array().items(Joi.string().min(1).max(320)).max(1000).allow(null).description('Mail recipients (To, Cc, Bcc) or calendar guests'),
   channel: Joi.string().min(1).max(255).allow(null).description('The Slack channel id'),
+  tool: Joi.string().pattern(/^[A-Za-z0-9_./-]{1,128}$/).description('An MCP tool the request calls (issue 28): rules naming a tool match only it'),
 });
 
 /**

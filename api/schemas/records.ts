@@ -114,9 +114,9 @@ export const rolloutRecord = record('Rollout', {
   upgraded: int, remaining: int, created_at: tsOrNull, completed_at: tsOrNull,
 });
 
-export const memberRecord = record('TeamMember', { id: Joi.string(), email: Joi.string(), name: Joi.string(), created_at: tsOrNull });
+export const memberRecord = record('TeamMember', { id: Joi.string(), email: Joi.string(), name: Joi.string(), slack_user_id: strOrNull.description('Slack user id: presses of Slack approval cards by this user decide as this member'), created_at: tsOrNull });
 export const createdMemberRecord = record('CreatedTeamMember', {
-  id: Joi.string(), email: Joi.string(), name: Joi.string(), created_at: tsOrNull,
+  id: Joi.string(), email: Joi.string(), name: Joi.string(), slack_user_id: strOrNull, created_at: tsOrNull,
   sign_in_url: Joi.string().description('One-time sign-in link of the console, shown once, valid 24 hours'),
 });
 
@@ -152,6 +152,10 @@ export const webhookRotationRecord = record('WebhookSecretRotation', {
   previous_secret_expires_at: ts.description('The old secret keeps signing until then (24 hours)'),
 });
 
+export const slackChannelRecord = record('SlackApprovalChannel', {
+  type: Joi.string().valid('slack'), channel_id: Joi.string(), api_base_url: Joi.string(), created_at: ts, updated_at: ts,
+}).description('The Slack approval channel (docs/slack-approvals.md): never the bot token or the signing secret');
+
 export const webhookDeliveryRecord = record('WebhookDelivery', {
   id: Joi.string(), event_id: Joi.string(), event_type: strOrNull, url: strOrNull, attempted_at: ts,
   status: Joi.string().valid('succeeded', 'failed'), status_code: int.allow(null), error: strOrNull, duration_ms: int, next_attempt_at: tsOrNull,
@@ -174,7 +178,8 @@ export const policyRuleRecord = record('PolicyRule', {
   effect: Joi.string().valid(...EFFECTS),
   max_scope: Joi.string().valid(...SCOPES).description('Only on ask rules; omitted: permanent'),
   when: policyConditionsRecord.description('Conditions (issue 26): the rule matches only when every one holds; what cannot be read takes the riskier reading'),
-}, ['connector', 'category', 'max_scope', 'when']);
+  tool: Joi.string().description('An MCP tool (issue 28): the rule matches only requests calling exactly this tool'),
+}, ['connector', 'category', 'max_scope', 'when', 'tool']);
 
 export const policyRecord = record('Policy', {
   rules: Joi.array().items(policyRuleRecord),
@@ -191,7 +196,8 @@ export const grantRecord = record('Grant', {
   }).allow(null).description('The decision\'s limits (currency lower-cased), or null: a grant without limits'),
   used: Joi.object({ minor_units: int.required(), uses: int.required() })
     .description('Spent by requests under the grant, the approved one first; counted only on a grant with limits'),
-});
+  tool: Joi.string().description('Only on a grant of an MCP tool call (issue 28): it covers calls of this tool only (a batch\'s tools joined with ,)'),
+}, ['tool']);
 
 export const policyCheckRecord = record('PolicyCheck', {
   decision: Joi.string().valid('allow', 'ask', 'deny'),
@@ -216,9 +222,10 @@ export const approvalRecord = record('Approval', {
   id: Joi.string(), environment_id: Joi.string(), connector: Joi.string(), category: Joi.string(), summary: str,
   task_id: strOrNull, session_id: strOrNull, max_scope: Joi.string().valid(...SCOPES),
   status: Joi.string().valid('pending', 'approved', 'denied', 'expired'),
-  scope: strOrNull, decided_via: Joi.string().valid('signature', 'api_key', 'console', null),
+  scope: strOrNull, decided_via: Joi.string().valid('signature', 'api_key', 'console', 'slack', null),
   decided_at: tsOrNull, expires_at: ts, created_at: ts, grant_id: strOrNull,
-});
+  tool: Joi.string().description('Only on an MCP tool call (issue 28): the tool it calls (a batch\'s tools joined with ,)'),
+}, ['tool']);
 
 export const auditEntryRecord = record('AuditEntry', {
   id: Joi.string(), created_at: tsOrNull, environment_id: strOrNull, method: Joi.string(), host: Joi.string(), path: str,
@@ -233,8 +240,9 @@ export const auditEntryRecord = record('AuditEntry', {
     recipients_total: int,
     channel: strOrNull,
   }).allow(null).description('Present only when the request\'s facts were recorded; null when the stored value does not parse'),
+  tool: Joi.string().description('Only on a request that called an MCP tool (issue 28)'),
   prev_hash: Joi.string(), hash: Joi.string(),
-}, ['redacted', 'facts']);
+}, ['redacted', 'facts', 'tool']);
 
 export const auditVerifyRecord = record('AuditVerify', {
   ok: Joi.boolean(), checked: int, first_broken_id: strOrNull, checked_from: strOrNull,
@@ -295,6 +303,17 @@ export const batchResultRecord = record('EnvironmentBatchResult', {
 }).description('One result per item, in request order: {environment} or an error');
 
 export const secretList = listOf(secretRecord, 'SecretList');
+/** An MCP server registration (issue 28, docs/mcp.md). */
+export const mcpServerRecord = record('McpServer', {
+  name: Joi.string(),
+  url: Joi.string().description('The server\'s Streamable HTTP endpoint'),
+  secret: strOrNull.description('The secret swapped in as its bearer token, or null'),
+  tools: Joi.object().pattern(/.*/, Joi.string().valid(...CATEGORIES)),
+  default_category: Joi.string().valid(...CATEGORIES).allow(null),
+  connector: Joi.string().description('The policy connector of its requests: mcp:<name>'),
+  created_at: tsOrNull, updated_at: tsOrNull,
+});
+export const mcpServerList = listOf(mcpServerRecord, 'McpServerList');
 export const hostList = listOf(hostRecord, 'HostList');
 export const rolloutList = listOf(rolloutRecord, 'RolloutList');
 export const memberList = listOf(memberRecord, 'TeamMemberList');

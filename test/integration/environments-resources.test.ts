@@ -64,14 +64,32 @@ describe('environments: resources update', function () {
 
     /** The environment's v1 memory limit as the host set it (this machine's hybrid tree), or null. */
     const memoryLimit = (envId: string): number | null => {
-      const root = '/sys/fs/cgroup/memory';
-      let found: string | undefined;
+      // A walk of our own: a recursive readdir fails whole when any directory goes away
+      // mid-walk, and other runs on this machine create and remove cgroups all the time (a
+      // full run beside a CI run read null here for 5 s). Four levels deep, as the tree is here.
+      const walk = (dir: string, depth: number): string | null => {
+        let names: string[];
+        try {
+          names = readdirSync(dir, { withFileTypes: true }).filter((d) => d.isDirectory()).map((d) => d.name);
+        } catch {
+          return null;
+        }
+        for (const n of names) {
+          const path = join(dir, n);
+          if (n === envId && path.includes('gateway-')) return path;
+          if (depth < 4) {
+            const hit = walk(path, depth + 1);
+            if (hit) return hit;
+          }
+        }
+        return null;
+      };
+      const found = walk('/sys/fs/cgroup/memory', 0);
       try {
-        found = readdirSync(root, { recursive: true }).map(String).find((d) => d.endsWith(`/${envId}`) && d.includes('gateway-'));
+        return found ? Number(readFileSync(join(found, 'memory.limit_in_bytes'), 'utf8')) : null;
       } catch {
         return null;
       }
-      return found ? Number(readFileSync(join(root, found, 'memory.limit_in_bytes'), 'utf8')) : null;
     };
 
     it('memory_mib applies to the running sandbox at once; disk_gib grows the disk (online, or at the next start)', async () => {

@@ -188,6 +188,29 @@ describe('OpenAPI records against real answers (issue 25, item 3)', () => {
     await call('GET', '/readyz');
   });
 
+  it('MCP server registrations and a rule naming a tool (issue 28)', async () => {
+    const env = (await t.api.post('/v1/environments', { end_user_id: 'records-mcp' })).body;
+    await call('PUT', '/v1/mcp-servers/records', { url: 'https://mcp.example.com/mcp', secret: 'API_TOKEN', tools: { list_things: 'read' }, default_category: 'write' });
+    await call('PUT', '/v1/mcp-servers/records', { url: 'https://mcp.example.com/mcp' });
+    await call('GET', '/v1/mcp-servers/records');
+    await call('GET', '/v1/mcp-servers');
+    await call('PUT', `/v1/environments/${env.id}/mcp-servers/records`, { url: 'https://mcp2.example.com/mcp', default_category: null });
+    await call('GET', `/v1/environments/${env.id}/mcp-servers/records`);
+    await call('GET', `/v1/environments/${env.id}/mcp-servers`);
+    await call('DELETE', `/v1/environments/${env.id}/mcp-servers/records`);
+    await call('DELETE', '/v1/mcp-servers/records');
+    await call('PUT', `/v1/environments/${env.id}/policy`, { rules: [{ connector: 'mcp:records', tool: 'drop_table', effect: 'deny' }] });
+  });
+
+  it('the Slack approval channel and a team member\'s Slack user id (issue 27)', async () => {
+    await call('PUT', '/v1/approval-channels/slack', { bot_token: 'xoxb-records', signing_secret: 'records-signing-secret', channel_id: 'C0RECORDS', api_base_url: 'https://slack.example.com/api' });
+    await call('GET', '/v1/approval-channels/slack');
+    await call('DELETE', '/v1/approval-channels/slack');
+    const m = (await call('POST', '/v1/team-members', { email: 'records-slack@example.com', name: 'Records', slack_user_id: 'U0RECORDS' })).body;
+    await call('PATCH', `/v1/team-members/${m.id}`, { slack_user_id: null });
+    await call('GET', '/v1/team-members');
+  });
+
   it('covered most of the API\'s JSON routes', () => {
     // The routes this suite cannot reach without a runtime, a browser or a provider.
     const elsewhere = new Set([
@@ -197,6 +220,7 @@ describe('OpenAPI records against real answers (issue 25, item 3)', () => {
       'POST /v1/browser/leases/:id/takeover', 'POST /v1/browser/leases/:id/handback', 'GET /v1/browser/view/:token', 'GET /v1/oauth/:provider/callback',
     ]);
     elsewhere.add('GET /metrics'); // text/plain
+    elsewhere.add('POST /v1/slack/interactivity'); // signed by Slack: test/integration/slack-approvals.test.ts
     const missed = t.svc.routes.map((r) => `${r.method} ${r.path}`).filter((k) => !checked.has(k) && !elsewhere.has(k));
     expect(missed).to.deep.equal([]);
   });

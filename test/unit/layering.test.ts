@@ -10,8 +10,8 @@ import { join, relative, resolve, dirname } from 'node:path';
  * - node-forge is imported only in certs/.
  */
 const ROOT = resolve(import.meta.dirname, '..', '..');
-const SOURCE_DIRS = ['bin', 'config', 'lib', 'store', 'policy-engine', 'certs', 'policies', 'approvals', 'webhooks', 'connections', 'environments', 'hosts', 'browser', 'audit', 'accounts', 'api', 'proxy', 'jobs', 'metrics'];
-const DOMAINS = ['policies', 'approvals', 'webhooks', 'connections', 'environments', 'hosts', 'browser', 'audit', 'accounts'];
+const SOURCE_DIRS = ['bin', 'config', 'lib', 'store', 'policy-engine', 'certs', 'policies', 'approvals', 'approval-channels', 'webhooks', 'connections', 'environments', 'hosts', 'browser', 'audit', 'accounts', 'api', 'proxy', 'jobs', 'metrics'];
+const DOMAINS = ['policies', 'approvals', 'mcp', 'approval-channels', 'webhooks', 'connections', 'environments', 'hosts', 'browser', 'audit', 'accounts'];
 // metrics/ is the Prometheus adapter behind lib/metrics.ts's port (issue 25).
 const ADAPTERS = ['api', 'proxy', 'jobs', 'metrics'];
 const PURE: Record<string, string[]> = { 'policy-engine': ['policy-engine'], lib: ['lib'], certs: ['certs', 'lib'] };

@@ -75,6 +75,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/slack/interactivity": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Slack interactivity: a button press on an approval card (signed by Slack)
+         * @description Body: application/x-www-form-urlencoded `payload=<JSON>` of type block_actions, as Slack sends it; headers X-Slack-Request-Timestamp and X-Slack-Signature (v0 HMAC-SHA256 with the signing secret of the approval's developer). A signature is accepted once, within 5 minutes of its timestamp. Not for developers to call.
+         */
+        post: operations["postSlackInteractivity"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/oauth/{provider}/callback": {
         parameters: {
             query?: never;
@@ -911,6 +931,78 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/mcp-servers": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** List the developer's MCP server registrations */
+        get: operations["getMcpServers"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/mcp-servers/{name}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Get a developer-level MCP server registration */
+        get: operations["getMcpServersByName"];
+        /** Register (201) or replace (200) an MCP server for every environment */
+        put: operations["putMcpServersByName"];
+        post?: never;
+        /** Remove a developer-level MCP server registration */
+        delete: operations["deleteMcpServersByName"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/environments/{id}/mcp-servers": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** List the environment's own MCP server registrations */
+        get: operations["getEnvironmentsByIdMcpServers"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/environments/{id}/mcp-servers/{name}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Get an environment's MCP server registration */
+        get: operations["getEnvironmentsByIdMcpServersByName"];
+        /** Register (201) or replace (200) an MCP server for this environment (overrides the developer's of the same name) */
+        put: operations["putEnvironmentsByIdMcpServersByName"];
+        post?: never;
+        /** Remove an environment's MCP server registration */
+        delete: operations["deleteEnvironmentsByIdMcpServersByName"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/webhook-endpoint": {
         parameters: {
             query?: never;
@@ -1293,6 +1385,26 @@ export interface paths {
         delete: operations["deleteTeamMembersById"];
         options?: never;
         head?: never;
+        /** Update a team member: name, and the Slack user id whose card presses decide as this member (null unlinks) */
+        patch: operations["patchTeamMembersById"];
+        trace?: never;
+    };
+    "/v1/approval-channels/slack": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The Slack approval channel (404 when none is set; never its secrets) */
+        get: operations["getApprovalChannelsSlack"];
+        /** Set the Slack approval channel (bot token and signing secret are sealed, never returned) */
+        put: operations["putApprovalChannelsSlack"];
+        post?: never;
+        /** Remove the Slack approval channel (no further cards or card updates) */
+        delete: operations["deleteApprovalChannelsSlack"];
+        options?: never;
+        head?: never;
         patch?: never;
         trace?: never;
     };
@@ -1368,7 +1480,7 @@ export interface components {
             status: "pending" | "approved" | "denied" | "expired";
             scope: string | null;
             /** @enum {unknown} */
-            decided_via: "signature" | "api_key" | "console" | null;
+            decided_via: "signature" | "api_key" | "console" | "slack" | null;
             /** Format: date-time */
             decided_at: string | null;
             /** Format: date-time */
@@ -1376,6 +1488,8 @@ export interface components {
             /** Format: date-time */
             created_at: string;
             grant_id: string | null;
+            /** @description Only on an MCP tool call (issue 28): the tool it calls (a batch's tools joined with ,) */
+            tool?: string;
         };
         /** @description A page: pass next as after */
         EnvironmentPage: {
@@ -1665,6 +1779,27 @@ export interface components {
         DeveloperEgress: {
             allow: string[];
         };
+        McpServerList: {
+            data: components["schemas"]["McpServer"][];
+        };
+        McpServer: {
+            name: string;
+            /** @description The server's Streamable HTTP endpoint */
+            url: string;
+            /** @description The secret swapped in as its bearer token, or null */
+            secret: string | null;
+            tools: {
+                [key: string]: "read" | "write" | "send" | "delete" | "pay" | "change_permission";
+            };
+            /** @enum {unknown} */
+            default_category: "read" | "write" | "send" | "delete" | "pay" | "change_permission" | null;
+            /** @description The policy connector of its requests: mcp:<name> */
+            connector: string;
+            /** Format: date-time */
+            created_at: string | null;
+            /** Format: date-time */
+            updated_at: string | null;
+        };
         WebhookEndpoint: {
             url: string;
             /** @description Only in the answer to the PUT that created the endpoint: the signing secret, shown once */
@@ -1727,6 +1862,8 @@ export interface components {
              */
             max_scope?: "once" | "task" | "session" | "time_limited" | "permanent";
             when?: components["schemas"]["PolicyConditions"];
+            /** @description An MCP tool (issue 28): the rule matches only requests calling exactly this tool */
+            tool?: string;
         };
         /** @description Conditions (issue 26): the rule matches only when every one holds; what cannot be read takes the riskier reading */
         PolicyConditions: {
@@ -1817,6 +1954,8 @@ export interface components {
                 minor_units: number;
                 uses: number;
             };
+            /** @description Only on a grant of an MCP tool call (issue 28): it covers calls of this tool only (a batch's tools joined with ,) */
+            tool?: string;
         };
         /** @description A page: pass next as after */
         ApprovalPage: {
@@ -1869,6 +2008,8 @@ export interface components {
                 recipients_total?: number;
                 channel?: string | null;
             } | null;
+            /** @description Only on a request that called an MCP tool (issue 28) */
+            tool?: string;
             prev_hash: string;
             hash: string;
         };
@@ -1921,6 +2062,7 @@ export interface components {
             id: string;
             email: string;
             name: string;
+            slack_user_id: string | null;
             /** Format: date-time */
             created_at: string | null;
             /** @description One-time sign-in link of the console, shown once, valid 24 hours */
@@ -1933,8 +2075,21 @@ export interface components {
             id: string;
             email: string;
             name: string;
+            /** @description Slack user id: presses of Slack approval cards by this user decide as this member */
+            slack_user_id: string | null;
             /** Format: date-time */
             created_at: string | null;
+        };
+        /** @description The Slack approval channel (docs/slack-approvals.md): never the bot token or the signing secret */
+        SlackApprovalChannel: {
+            /** @enum {unknown} */
+            type: "slack";
+            channel_id: string;
+            api_base_url: string;
+            /** Format: date-time */
+            created_at: string;
+            /** Format: date-time */
+            updated_at: string;
         };
     };
     responses: {
@@ -2113,6 +2268,18 @@ export interface components {
                 "application/json": components["schemas"]["Error"] & {
                     /** @enum {unknown} */
                     error?: "invalid_request" | "invalid_decision" | "missing_scope" | "invalid_scope";
+                };
+            };
+        };
+        /** @description `invalid_signature`: Signed callback with a missing or wrong signature */
+        invalid_signature: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"] & {
+                    /** @enum {unknown} */
+                    error?: "invalid_signature";
                 };
             };
         };
@@ -2485,6 +2652,37 @@ export interface operations {
             413: components["responses"]["payload_too_large"];
             415: components["responses"]["unsupported_media_type"];
             422: components["responses"]["invalid_body"];
+        };
+    };
+    postSlackInteractivity: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description Unix seconds when Slack sent the request */
+                "X-Slack-Request-Timestamp": string;
+                /** @description v0=<hex HMAC-SHA256 of "v0:{timestamp}:{body}" with the signing secret> */
+                "X-Slack-Signature": string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": unknown;
+            };
+        };
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            400: components["responses"]["invalid_request"];
+            401: components["responses"]["invalid_signature"];
+            413: components["responses"]["payload_too_large"];
+            415: components["responses"]["unsupported_media_type"];
         };
     };
     getOauthByProviderCallback: {
@@ -4543,6 +4741,273 @@ export interface operations {
             422: components["responses"]["invalid_body"];
         };
     };
+    getMcpServers: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["McpServerList"];
+                };
+            };
+            400: components["responses"]["invalid_request"];
+            401: components["responses"]["unauthorized"];
+        };
+    };
+    getMcpServersByName: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The registration name; its requests are connector mcp:<name> */
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["McpServer"];
+                };
+            };
+            400: components["responses"]["invalid_request"];
+            401: components["responses"]["unauthorized"];
+            404: components["responses"]["not_found"];
+        };
+    };
+    putMcpServersByName: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The registration name; its requests are connector mcp:<name> */
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    /** @description The server's Streamable HTTP endpoint (https://) */
+                    url: string;
+                    /** @description The environment or developer secret whose placeholder the agent sends as its bearer token; swapped only in Authorization, only to this URL's host (the secret's allowed_hosts must include it) */
+                    secret?: string | null;
+                    /** @description Tool name → category; first in the order map, annotations, default_category */
+                    tools?: {
+                        [key: string]: "read" | "write" | "send" | "delete" | "pay" | "change_permission";
+                    } | null;
+                    /**
+                     * @description Tools neither in the map nor annotated in a tools/list answer; omitted: such a tool is change_permission (fail closed)
+                     * @enum {unknown}
+                     */
+                    default_category?: "read" | "write" | "send" | "delete" | "pay" | "change_permission" | null;
+                };
+            };
+        };
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["McpServer"];
+                };
+            };
+            /** @description Created */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["McpServer"];
+                };
+            };
+            400: components["responses"]["invalid_request"];
+            401: components["responses"]["unauthorized"];
+            404: components["responses"]["not_found"];
+            413: components["responses"]["payload_too_large"];
+            415: components["responses"]["unsupported_media_type"];
+            422: components["responses"]["invalid_body"];
+        };
+    };
+    deleteMcpServersByName: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The registration name; its requests are connector mcp:<name> */
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description No Content */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            400: components["responses"]["invalid_request"];
+            401: components["responses"]["unauthorized"];
+            404: components["responses"]["not_found"];
+        };
+    };
+    getEnvironmentsByIdMcpServers: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The environment id, env_<24 hex> */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["McpServerList"];
+                };
+            };
+            400: components["responses"]["invalid_request"];
+            401: components["responses"]["unauthorized"];
+            404: components["responses"]["not_found"];
+        };
+    };
+    getEnvironmentsByIdMcpServersByName: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The environment id, env_<24 hex> */
+                id: string;
+                /** @description The registration name; its requests are connector mcp:<name> */
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["McpServer"];
+                };
+            };
+            400: components["responses"]["invalid_request"];
+            401: components["responses"]["unauthorized"];
+            404: components["responses"]["not_found"];
+        };
+    };
+    putEnvironmentsByIdMcpServersByName: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The environment id, env_<24 hex> */
+                id: string;
+                /** @description The registration name; its requests are connector mcp:<name> */
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    /** @description The server's Streamable HTTP endpoint (https://) */
+                    url: string;
+                    /** @description The environment or developer secret whose placeholder the agent sends as its bearer token; swapped only in Authorization, only to this URL's host (the secret's allowed_hosts must include it) */
+                    secret?: string | null;
+                    /** @description Tool name → category; first in the order map, annotations, default_category */
+                    tools?: {
+                        [key: string]: "read" | "write" | "send" | "delete" | "pay" | "change_permission";
+                    } | null;
+                    /**
+                     * @description Tools neither in the map nor annotated in a tools/list answer; omitted: such a tool is change_permission (fail closed)
+                     * @enum {unknown}
+                     */
+                    default_category?: "read" | "write" | "send" | "delete" | "pay" | "change_permission" | null;
+                };
+            };
+        };
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["McpServer"];
+                };
+            };
+            /** @description Created */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["McpServer"];
+                };
+            };
+            400: components["responses"]["invalid_request"];
+            401: components["responses"]["unauthorized"];
+            404: components["responses"]["not_found"];
+            409: components["responses"]["environment_destroyed"];
+            413: components["responses"]["payload_too_large"];
+            415: components["responses"]["unsupported_media_type"];
+            422: components["responses"]["invalid_body"];
+        };
+    };
+    deleteEnvironmentsByIdMcpServersByName: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The environment id, env_<24 hex> */
+                id: string;
+                /** @description The registration name; its requests are connector mcp:<name> */
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description No Content */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            400: components["responses"]["invalid_request"];
+            401: components["responses"]["unauthorized"];
+            404: components["responses"]["not_found"];
+        };
+    };
     getWebhookEndpoint: {
         parameters: {
             query?: never;
@@ -4931,6 +5396,8 @@ export interface operations {
                     recipients?: string[] | null;
                     /** @description The Slack channel id */
                     channel?: string | null;
+                    /** @description An MCP tool the request calls (issue 28): rules naming a tool match only it */
+                    tool?: string;
                 };
             };
         };
@@ -5342,6 +5809,8 @@ export interface operations {
                     email: string;
                     name: string;
                     password?: string;
+                    /** @description The member's Slack user id (U... or W...); null unlinks it */
+                    slack_user_id?: string | null;
                 };
             };
         };
@@ -5385,6 +5854,127 @@ export interface operations {
             400: components["responses"]["invalid_request"];
             401: components["responses"]["unauthorized"];
             404: components["responses"]["not_found"];
+        };
+    };
+    patchTeamMembersById: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The team member id */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    name?: string;
+                    /** @description The member's Slack user id (U... or W...); null unlinks it */
+                    slack_user_id?: string | null;
+                };
+            };
+        };
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["TeamMember"];
+                };
+            };
+            400: components["responses"]["invalid_request"];
+            401: components["responses"]["unauthorized"];
+            404: components["responses"]["not_found"];
+            413: components["responses"]["payload_too_large"];
+            415: components["responses"]["unsupported_media_type"];
+            422: components["responses"]["invalid_body"];
+        };
+    };
+    getApprovalChannelsSlack: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SlackApprovalChannel"];
+                };
+            };
+            400: components["responses"]["invalid_request"];
+            401: components["responses"]["unauthorized"];
+            404: components["responses"]["not_found"];
+        };
+    };
+    putApprovalChannelsSlack: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    /** @description The Slack app's bot token (xoxb-...): sealed, never returned, sent only to api_base_url */
+                    bot_token: string;
+                    /** @description The Slack app's signing secret: sealed, never returned; verifies button presses */
+                    signing_secret: string;
+                    /** @description The channel cards are posted to (C..., G...); the bot must be a member */
+                    channel_id: string;
+                    /**
+                     * Format: uri
+                     * @description Default https://slack.com/api; for tests and Slack-compatible servers
+                     */
+                    api_base_url?: string;
+                };
+            };
+        };
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SlackApprovalChannel"];
+                };
+            };
+            400: components["responses"]["invalid_request"];
+            401: components["responses"]["unauthorized"];
+            413: components["responses"]["payload_too_large"];
+            415: components["responses"]["unsupported_media_type"];
+            422: components["responses"]["invalid_body"];
+        };
+    };
+    deleteApprovalChannelsSlack: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description No Content */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            400: components["responses"]["invalid_request"];
+            401: components["responses"]["unauthorized"];
         };
     };
     getBrowserLeasesByIdCdp: {

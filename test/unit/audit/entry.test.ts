@@ -56,7 +56,7 @@ describe('audit entry (audit/entry)', () => {
       expect(Object.keys(row).sort()).to.deep.equal([
         'approval_id', 'bytes_in', 'bytes_out', 'category', 'connector', 'created_at', 'credential', 'decision',
         'developer_id', 'duration_ms', 'environment_id', 'facts', 'grant_id', 'host', 'id', 'matched_rules', 'method', 'path',
-        'reason', 'redacted', 'status', 'upstream_status',
+        'reason', 'redacted', 'status', 'tool', 'upstream_status',
       ]);
       expect(row.redacted).to.equal(false);
       expect(row.facts).to.equal(null);

@@ -27,6 +27,18 @@ describe('policy simulation (policies/simulate)', () => {
     });
   });
 
+  it('a draft rule naming an MCP tool (issue 28) changes only the entries that called that tool', () => {
+    const rs = [
+      rec({ connector: 'mcp:gh', category: 'delete', decision: 'ask', reason: 'high_risk', tool: 'delete_repository' }),
+      rec({ connector: 'mcp:gh', category: 'delete', decision: 'ask', reason: 'high_risk', tool: 'delete_branch' }),
+      rec({ connector: 'mcp:gh', category: 'delete', decision: 'ask', reason: 'high_risk' }),
+    ];
+    const out = simulateRecords([{ connector: 'mcp:gh', tool: 'delete_repository', effect: 'deny' }], newestFirst(rs), NOW);
+    expect(out).to.include({ evaluated: 3, changed: 1 });
+    expect(out.transitions).to.deep.equal({ 'ask->deny': 1 });
+    expect(out.examples.map((e) => e.audit_id)).to.deep.equal([rs[0]!.id]);
+  });
+
   it('the current rules change nothing; `[]` denies reads and writes and asks for high-risk', () => {
     const rs = [rec({}), rec({ category: 'write' }), rec({ category: 'pay', decision: 'ask', reason: 'high_risk' })];
     expect(simulateRecords(CURRENT, rs, NOW)).to.deep.equal({ evaluated: 3, changed: 0, transitions: {}, examples: [] });
