@@ -1,0 +1,161 @@
+/**
+ * The browser session lifecycle as BrowserArena measures it (issue 29, items 1 and 3):
+ * create a lease, connect to its CDP endpoint, open a new page, load a page through the
+ * gateway, release; each stage's p50 and the whole, through the HTTP API of a `gateway start`
+ * child (temp DATA_DIR, SQLite, GATEWAY_RUNTIME=process, as root) and the lease's `cdp_url`,
+ * with the per-environment sandboxed browser (issue 23). Printed beside the published
+ * anchors, never asserted (docs/performance.md, "Issue 29: what users feel").
+ *
+ *   npx tsx bench/browser/lifecycle.bench.ts                          # BENCH_COLD=15, BENCH_WARM=40
+ *   BENCH_COLD=3 BENCH_WARM=5 npx tsx bench/browser/lifecycle.bench.ts
+ *   BENCH_TRACE=1 npx tsx bench/browser/lifecycle.bench.ts            # + the first lease's breakdown
+ *
+ * Two cases: the **first lease of an environment** (each run a fresh, running environment:
+ * its browser starts inside the lease's create) and **a later lease of the same environment**
+ * (its browser warm, every run on one environment). The page is a small HTML document from an
+ * HTTPS upstream the gateway reaches through GATEWAY_UPSTREAM_OVERRIDES (as an operator
+ * pointing at a staging host would): Chromium → its relay → the gateway proxy as the
+ * environment (egress allow-list, TLS interception, audit) → the upstream. "connect" is the
+ * agent's WebSocket to cdp_url opening; "new page" is Target.createTarget + attachToTarget
+ * (flat), what a CDP client's newPage() sends; "load" is Page.navigate until loadEventFired;
+ * "release" is closing the socket and POST .../release answering.
+ *
+ * Memory of an idle sandboxed browser (what a warm pool would hold per slot): PSS of every
+ * process of the browser's host uid, read 1.5 s after the environment's first lease was
+ * released (the browser running, no context, no page).
+ */
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { startFakeUpstream } from '../../test/helpers/upstream.js';
+import { RawCdp } from '../../test/helpers/cdp-client.js';
+import { browserUid } from '../../browser/browser-sandbox.js';
+import { loadavg, ms, pct, pssOfUid, readTrace, startGateway, wall } from '../child-gateway.js';
+
+const COLD = Number(process.env.BENCH_COLD ?? 15);
+const WARM = Number(process.env.BENCH_WARM ?? 40);
+const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
+
+const up = await startFakeUpstream();
+const PAGE = '<!doctype html><html><head><title>bench</title></head><body><h1>hello</h1><p>a small page, as a first navigation loads</p></body></html>';
+up.respond = (_req, res) => {
+  res.writeHead(200, { 'content-type': 'text/html', 'content-length': Buffer.byteLength(PAGE) });
+  res.end(PAGE);
+};
+const caDir = mkdtempSync(join(tmpdir(), 'gw-bench-lifecycle-'));
+writeFileSync(join(caDir, 'ca.pem'), up.ca.certPem);
+
+const loadBefore = loadavg();
+const gw = await startGateway({
+  GATEWAY_UPSTREAM_OVERRIDES: `app.example.com=127.0.0.1:${up.port}`, GATEWAY_UPSTREAM_CA_FILE: join(caDir, 'ca.pem'), CHROMIUM_PATH: CHROMIUM,
+  GATEWAY_BROWSER_LEASES_PER_DEVELOPER: '100', GATEWAY_BROWSER_LEASES_PER_END_USER: '100',
+});
+
+interface Sample { id: string; create: number; connect: number; newPage: number; load: number; reload: number; release: number; total: number; t0: number; tCreated: number }
+
+async function newEnvironment(endUser: string): Promise<string> {
+  const e = await gw.api('POST', '/v1/environments', { end_user_id: endUser, egress_allow: ['app.example.com'] });
+  if (e.status !== 201) throw new Error(`environment: ${e.status} ${JSON.stringify(e.body)}`);
+  // Running (the exec waits for it): the lease measures the browser, not the environment's start.
+  const x = await gw.api('POST', `/v1/environments/${e.body.id}/exec`, { command: ['true'] });
+  if (x.status !== 200) throw new Error(`exec: ${x.status} ${JSON.stringify(x.body)}`);
+  return e.body.id;
+}
+
+async function lifecycle(environmentId: string, n: number): Promise<Sample> {
+  const t0 = wall();
+  const l = await gw.api('POST', '/v1/browser/leases', { environment_id: environmentId });
+  const t1 = wall();
+  if (l.status !== 201 || l.body.state !== 'active' || !l.body.cdp_url) throw new Error(`lease: ${l.status} ${JSON.stringify(l.body)}`);
+  const cdp = await RawCdp.connect(l.body.cdp_url);
+  const t2 = wall();
+  const page = await cdp.newPage();
+  const t3 = wall();
+  const nav = await cdp.navigate(page.sessionId, `https://app.example.com/page/${n}`);
+  const t4 = wall();
+  if (nav.error || nav.result?.errorText) throw new Error(`navigate: ${JSON.stringify(nav)}`);
+  const title = await cdp.evaluate(page.sessionId, 'document.title');
+  if (title !== 'bench') throw new Error(`the page did not load through the gateway (title ${JSON.stringify(title)})`);
+  // Not part of the lifecycle: a second load of the same site (its renderer and the proxy connection are there).
+  const r0 = wall();
+  await cdp.navigate(page.sessionId, `https://app.example.com/again/${n}`);
+  const reload = wall() - r0;
+  const t5 = wall();
+  cdp.close();
+  const r = await gw.api('POST', `/v1/browser/leases/${l.body.id}/release`);
+  const t6 = wall();
+  if (r.status !== 200) throw new Error(`release: ${r.status} ${JSON.stringify(r.body)}`);
+  return { id: l.body.id, create: t1 - t0, connect: t2 - t1, newPage: t3 - t2, load: t4 - t3, reload, release: t6 - t5, total: t6 - t0 - (t5 - t4), t0, tCreated: t1 };
+}
+
+const cold: Sample[] = [];
+const idleKb: number[] = [];
+const idleUssKb: number[] = [];
+const idleProcs: number[] = [];
+const coldEnvs: string[] = [];
+for (let i = 0; i < COLD; i++) {
+  const env = await newEnvironment(`lifecycle-cold-${i}`);
+  coldEnvs.push(env);
+  cold.push(await lifecycle(env, i));
+  await new Promise((r) => setTimeout(r, 1500));
+  const m = pssOfUid(browserUid(env));
+  idleKb.push(m.kb);
+  idleUssKb.push(m.ussKb);
+  idleProcs.push(m.procs);
+  // The environment goes (its cgroup, its browser with it): one browser on the host at a time.
+  await gw.api('DELETE', `/v1/environments/${env}`);
+  for (let k = 0; k < 2000 && (await gw.api('GET', `/v1/environments/${env}`)).body.state !== 'destroyed'; k++) await new Promise((r) => setTimeout(r, 10));
+}
+const warmEnv = await newEnvironment('lifecycle-warm');
+await lifecycle(warmEnv, -1); // its browser starts (not counted)
+const warm: Sample[] = [];
+for (let i = 0; i < WARM; i++) warm.push(await lifecycle(warmEnv, i));
+const loadAfter = loadavg();
+await gw.api('DELETE', `/v1/environments/${warmEnv}`);
+for (let k = 0; k < 2000 && (await gw.api('GET', `/v1/environments/${warmEnv}`)).body.state !== 'destroyed'; k++) await new Promise((r) => setTimeout(r, 10));
+const trace = readTrace(gw.traceFile);
+await gw.stop();
+await up.close();
+rmSync(caDir, { recursive: true, force: true });
+
+const p50 = (xs: number[]) => ms(pct(xs, 50));
+console.log(`\nBrowser session lifecycle (BrowserArena's stages), SQLite, ${COLD} first leases (a fresh environment each) and ${WARM} later leases of one environment,`);
+console.log(`through the HTTP API of a \`gateway start\` child and the lease's cdp_url${process.env.BENCH_TRACE === '1' ? ' (traced)' : ''}`);
+console.log(`load average before: ${loadBefore}; after: ${loadAfter}\n`);
+console.log('| p50 ms | create lease | connect CDP | new page | load page (gateway) | release | **total** | total p90 | total p99 |');
+console.log('|---|---:|---:|---:|---:|---:|---:|---:|---:|');
+const row = (name: string, s: Sample[]) => console.log(`| ${name} | ${p50(s.map((x) => x.create))} | ${p50(s.map((x) => x.connect))} | ${p50(s.map((x) => x.newPage))} | ${p50(s.map((x) => x.load))} | ${p50(s.map((x) => x.release))} | **${p50(s.map((x) => x.total)).trim()}** | ${ms(pct(s.map((x) => x.total), 90))} | ${ms(pct(s.map((x) => x.total), 99))} |`);
+row('ours, first lease of an environment (its browser starts)', cold);
+row('ours, later lease of the same environment (browser warm)', warm);
+console.log('| target (issue 29, item 3) | | | | | | 150 | | |');
+console.log('| ours before, one shared browser (issue 29\'s figure) | | | | | | 325 | | |');
+console.log('| BaseLayer (published) | | | | | | 224 | | |');
+console.log('| Kernel (published) | | | | | | 365 | | |');
+console.log('| Browserbase (published) | | | | | | 578 | | |');
+console.log(`\nA second load of the same site in the same page (not in the total): p50 ${pct(warm.map((x) => x.reload), 50).toFixed(1)} ms warm, ${pct(cold.map((x) => x.reload), 50).toFixed(1)} ms first lease`);
+console.log(`Idle sandboxed browser (running, no lease, no page): USS (its own pages) p50 ${(pct(idleUssKb, 50) / 1024).toFixed(1)} MiB; PSS p50 ${(pct(idleKb, 50) / 1024).toFixed(1)} MiB (min ${(Math.min(...idleKb) / 1024).toFixed(1)}, max ${(Math.max(...idleKb) / 1024).toFixed(1)}) over ${pct(idleProcs, 50)} processes`);
+
+if (trace.length) {
+  // The first lease's create, from the traced child: the browser's start and the context.
+  const rows = cold.map((s) => {
+    const inside = trace.filter((t) => Number(t.t0) >= s.t0 && Number(t.t0) <= s.tCreated);
+    const spawn = inside.find((t) => t.k === 'spawn' && String(t.what).startsWith('browser sandbox'));
+    const envStart = inside.find((t) => t.k === 'call' && t.what === 'EnvBrowser.start');
+    const open = inside.find((t) => t.k === 'call' && t.what === 'envBrowser.openContext');
+    const brokerOpen = inside.find((t) => t.k === 'call' && t.what === 'broker.open');
+    return { s, spawn, envStart, open, brokerOpen };
+  }).filter((r) => r.spawn && r.envStart && r.open && r.brokerOpen) as Array<{ s: Sample; spawn: Record<string, any>; envStart: Record<string, any>; open: Record<string, any>; brokerOpen: Record<string, any> }>;
+  const warmOpen = warm.map((s) => trace.find((t) => t.k === 'call' && t.what === 'envBrowser.openContext' && Number(t.t0) >= s.t0 && Number(t.t0) <= s.tCreated)).filter(Boolean);
+  const g = (name: string, xs: number[]) => console.log(`| ${name} | ${ms(pct(xs, 50))} | ${ms(pct(xs, 90))} |`);
+  console.log(`\nThe first lease's create, from the traced child (${rows.length} runs):\n`);
+  console.log('| from → to | p50 | p90 |');
+  console.log('|---|---:|---:|');
+  g('create sent → broker.open (lease row, limits, transaction)', rows.map((r) => r.brokerOpen.t0 - r.s.t0));
+  g('broker.open → browser sandbox spawned (cgroup, staging dir, proxy socket)', rows.map((r) => r.spawn.t0 - r.brokerOpen.t0));
+  g('spawned → Chromium answers on its pipe (sh, setpriv, bwrap, socat relay, Chromium start)', rows.map((r) => r.envStart.t0 - r.spawn.t0));
+  g('EnvBrowser.start (target discovery)', rows.map((r) => r.envStart.t1 - r.envStart.t0));
+  g('openContext (context, downloads denied)', rows.map((r) => r.open.t1 - r.open.t0));
+  g('openContext done → create answered (lease active, JSON)', rows.map((r) => r.s.tCreated - r.open.t1));
+  g('a later lease\'s openContext, for comparison', warmOpen.map((t) => t!.t1 - t!.t0));
+}
+console.log();
