@@ -15,26 +15,14 @@
  * connector names, never agent text. The notification `text` is ours alone too.
  */
 import type { RequestDetails } from '../policy-engine/index.js';
+import type { Approval } from '../approvals/approvals.service.js';
 
 export type SlackBlock = Record<string, unknown>;
 
-export interface SlackCardInput {
-  id: string;
-  environment_id: string;
-  connector: string;
-  category: string;
-  summary: string;
-  task_id: string | null;
-  session_id: string | null;
-  max_scope: string;
-  /** The status a reader sees (a pending approval past expires_at is expired). */
-  status: 'pending' | 'approved' | 'denied' | 'expired';
-  scope: string | null;
-  decided_via: string | null;
-  decided_at: string | null;
-  expires_at: string;
-  details: RequestDetails | null;
-}
+/** What a card shows of an approval: the API's record (approvals.service.ts), and its decoded details. */
+export type SlackCardInput = Pick<Approval,
+  'id' | 'environment_id' | 'connector' | 'category' | 'summary' | 'task_id' | 'session_id' | 'max_scope' | 'status' | 'scope' | 'decided_via' | 'decided_at' | 'expires_at'
+> & { details: RequestDetails | null };
 
 export interface SlackCardContext {
   /** The environment's end user, or null when the environment is gone. */

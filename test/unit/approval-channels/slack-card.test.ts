@@ -59,7 +59,7 @@ describe('Slack approval card (approval-channels/slack-card)', () => {
   });
 
   it('a decided or expired card has no buttons and says who decided and through what', () => {
-    const by = (decided_via: string, decidedBy: string | null, status: SlackCardInput['status'] = 'approved') =>
+    const by = (decided_via: SlackCardInput['decided_via'], decidedBy: string | null, status: SlackCardInput['status'] = 'approved') =>
       renderSlackCard({ ...base, status, scope: status === 'approved' ? 'once' : null, decided_via, decided_at: '2026-11-22T10:01:00.000Z' }, { endUser: 'u', decidedBy });
     expect(actionIds(by('slack', 'Ada'))).to.deep.equal([]);
     expect(json(by('slack', 'Ada <@U1>'))).to.include('Slack: Ada &lt;@U1&gt;');
