@@ -13,6 +13,11 @@ export const setSlackChannelSchema = Joi.object({
   channel_id: Joi.string().pattern(/^[A-Za-z0-9_-]{1,64}$/).required()
     .description('The channel cards are posted to (C..., G...); the bot must be a member'),
   api_base_url: Joi.string().max(2048).uri({ scheme: ['https', 'http'] })
+    // GET echoes it: a URL carrying credentials (user:password@) is refused, never stored.
+    .custom((v: string, h) => {
+      const u = new URL(v);
+      return u.username || u.password ? h.message({ custom: 'api_base_url must not carry credentials (user:password@)' }) : v;
+    })
     .description('Default https://slack.com/api; for tests and Slack-compatible servers'),
 });
 

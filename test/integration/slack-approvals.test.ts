@@ -87,6 +87,10 @@ describe('Slack approval cards (issue 27)', function () {
     expect((await w.t.api.put('/v1/approval-channels/slack', { bot_token: 'not-a-token', signing_secret: SECRET, channel_id: 'C1' })).status).to.equal(400);
     expect((await w.t.api.put('/v1/approval-channels/slack', { bot_token: slack.token, channel_id: 'C1' })).body.error).to.equal('invalid_body');
     expect((await w.t.api.put('/v1/approval-channels/slack', { bot_token: slack.token, signing_secret: SECRET, channel_id: 'C1', api_base_url: 'ftp://x' })).status).to.equal(400);
+    const withUser = await w.t.api.put('/v1/approval-channels/slack', { bot_token: slack.token, signing_secret: SECRET, channel_id: 'C1', api_base_url: 'https://user:hunter2@slack.example/api' });
+    expect(withUser.status).to.equal(400);
+    expect(withUser.body.error).to.equal('invalid_request');
+    expect(withUser.text).to.not.include('hunter2');
     const other = await w.t.otherDeveloper();
     expect((await other.get('/v1/approval-channels/slack')).status).to.equal(404);
     expect((await other.put('/v1/approval-channels/slack', { bot_token: 'xoxb-other', signing_secret: 'other-secret-123', channel_id: 'C2' })).status).to.equal(200);
