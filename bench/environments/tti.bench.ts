@@ -25,6 +25,7 @@ import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { sandboxUid } from '../../hosts/drivers/process.js';
+import { PERL, START_LAUNCHER } from '../../hosts/drivers/enter.js';
 import { loadavg, ms, pct, readTrace, startGateway, wall } from '../child-gateway.js';
 
 const N = Number(process.env.BENCH_N ?? 50);
@@ -130,14 +131,11 @@ const parts: Array<[string, number[]]> = [
 ];
 
 /**
- * The start's wrapper chain without cgroups (a copy of process.ts's PRIVATE_MOUNT, for the
- * measurement only): sh → unshare -m → sh (mount --rbind, then `umount -l` of every
- * environment's mount the private copy holds: 3 per environment running on the machine) →
- * setpriv → bwrap → /bin/true, with K fake environments' mounts (tmpfs) present.
+ * The start's launcher without cgroups (enter.ts's START_LAUNCHER, as the driver runs it:
+ * a private mount namespace, the bind at /mnt, a detach of every environment's mount the
+ * copy holds: 3 per environment running on the machine, then the uid) → bwrap → /bin/true,
+ * with K fake environments' mounts (tmpfs) present.
  */
-const PRIVATE_MOUNT = `/usr/bin/mount --rbind -- "$1" /mnt || exit 124; shift
-/usr/bin/awk '$5 ~ /\\/env_[0-9a-f]+\\/(disk|service|etc|disk[.]migrate)$/ { print $5 }' /proc/self/mountinfo | /usr/bin/sort -r | while read -r m; do /usr/bin/umount -l -- "$m"; done
-exec "$@"`;
 const chainRoot = mkdtempSync(join(tmpdir(), 'gw-bench-chain-'));
 const fakeMounts: string[] = [];
 const chain: Array<[number, number[]]> = [];
@@ -154,11 +152,10 @@ try {
     }
     const xs: number[] = [];
     for (let i = 0; i < Math.min(FLOOR_RUNS, 15); i++) {
-      // unshare -m first (the copy the chain unwinds), as the driver runs it.
+      // The launcher makes the private copy it unwinds, as the driver runs it.
       const t0 = performance.now();
       await new Promise<void>((resolve, reject) => {
-        const p = spawn('/usr/bin/unshare', ['-m', '--propagation', 'private', '--', '/bin/sh', '-c', PRIVATE_MOUNT, 'sh', join(chainRoot, 'env_000000000000000000000000'),
-          '/usr/bin/setpriv', `--reuid=${sandboxUid('env_000000000000000000000000')}`, `--regid=${sandboxUid('env_000000000000000000000000')}`, '--clear-groups', '--',
+        const p = spawn(PERL, ['-e', START_LAUNCHER, '0', join(chainRoot, 'env_000000000000000000000000'), String(sandboxUid('env_000000000000000000000000')),
           '/usr/bin/bwrap', '--unshare-all', '--unshare-user', '--disable-userns', '--die-with-parent', '--new-session',
           '--ro-bind', '/usr', '/usr', '--symlink', 'usr/bin', '/bin', '--symlink', 'usr/lib', '/lib', '--symlink', 'usr/lib64', '/lib64', '--proc', '/proc', '--dev', '/dev', '--tmpfs', '/tmp',
           '--', '/bin/true'], { stdio: 'ignore', env: { PATH: '/usr/sbin:/usr/bin:/bin' } });
@@ -190,7 +187,7 @@ console.log(`| E2B (published)                   |   440.0 |       - |       - |
 console.log(`| floor: bwrap, every namespace, /bin/true | ${col(floor)} |`);
 console.log(`| warm exec round trip (running env) | ${col(runs.map((r) => r.warmExec))} |`);
 for (const [name, xs] of parts) console.log(`| one process: ${name} | ${col(xs)} |`);
-for (const [k, xs] of chain) console.log(`| start's wrapper chain + bwrap, ${k} environment(s)' mounts on the machine | ${col(xs)} |`);
+for (const [k, xs] of chain) console.log(`| start's launcher + bwrap, ${k} environment(s)' mounts on the machine | ${col(xs)} |`);
 
 console.log('\nWhere TTI goes, from the API answers and the environment\'s events (ms, the events carry whole milliseconds):\n');
 console.log('| stage | p50 | p90 | p99 |');

@@ -1,6 +1,7 @@
 import { execFile } from 'node:child_process';
-import { chmodSync, existsSync, readFileSync, readdirSync, renameSync, rmSync, rmdirSync, statSync, statfsSync, truncateSync, writeFileSync } from 'node:fs';
-import { join } from 'node:path';
+import { chmodSync, chownSync, existsSync, mkdirSync, readFileSync, readdirSync, renameSync, rmSync, rmdirSync, statSync, statfsSync, truncateSync, writeFileSync } from 'node:fs';
+import { randomBytes } from 'node:crypto';
+import { dirname, join } from 'node:path';
 import { HOST_ENV } from './enter.js';
 
 /**
@@ -35,6 +36,15 @@ import { HOST_ENV } from './enter.js';
  *   development machine's root lacks CAP_SYS_RESOURCE, so there a grow waits for a
  *   restart). Shrinking is refused: ext4 cannot shrink while mounted, and offline it risks
  *   the data; the disk keeps its size and the driver says so in its log.
+ * - A spare (issue 29): making an image is ~30 ms of a first start (fallocate, mkfs), so
+ *   one image of the size last asked for is made ahead, in a root-only directory, and a new
+ *   disk of that size is that spare, renamed into the environment's directory: one rename,
+ *   atomic, so two starts (or two host processes on one directory) never get the same
+ *   spare. A spare was never mounted nor seen by any environment: it is what `ensure` would
+ *   make, but with its root owned by root; the first mount gives that root to the
+ *   environment's uid. At most one spare exists (one disk's worth of the host's disk, kept
+ *   inside the reserve check like any disk); a request of another size removes it, and a
+ *   spare of the new size follows.
  */
 
 export interface DiskTools {
@@ -113,15 +123,54 @@ export class DiskImages {
    * `preallocate` false (GATEWAY_DISK_PREALLOCATE=0): images are sparse on purpose, for hosts
    * that knowingly overcommit (and test machines); the limit inside holds the same.
    */
-  constructor(private readonly tools: DiskTools, private readonly reserve: (fsBytes: number) => number = (b) => Math.max(2 * GIB, Math.floor(b * 0.02)), private readonly preallocate = true) {
+  /**
+   * Images this process made or took as a spare and has not mounted yet, with the uid their
+   * root goes to at the first mount (null: mkfs gave it already). Such an image is known: no
+   * loop device can hold it and its filesystem has the size asked for, so the start skips
+   * `losetup --list` and `dumpe2fs` (~8 ms).
+   */
+  readonly #fresh = new Map<string, number | null>();
+  /** The size a spare is kept of (the last asked for), and the spare being made. */
+  #spareGib: number | null = null;
+  #making: Promise<void> | null = null;
+
+  /**
+   * `spares`: a root-only directory for the spare image (null: none is kept). It must be on
+   * the filesystem of the environments' directories (a spare is renamed into one).
+   */
+  constructor(
+    private readonly tools: DiskTools,
+    private readonly reserve: (fsBytes: number) => number = (b) => Math.max(2 * GIB, Math.floor(b * 0.02)),
+    private readonly preallocate = true,
+    private readonly spares: string | null = null,
+  ) {
     if (!preallocate) this.sparse = true;
+    if (spares) {
+      mkdirSync(spares, { recursive: true, mode: 0o700 });
+      // Half-made spares of a process that is gone.
+      for (const name of readdirSync(spares)) {
+        const pid = /^\d+g\.(\d+)\.[0-9a-f]+\.img\.new$/.exec(name)?.[1];
+        if (pid && !alive(Number(pid))) rmSync(join(spares, name), { force: true });
+      }
+    }
   }
 
-  /** Creates the image (absent only: an existing disk is kept, whatever its size). */
+  /** Creates the image (absent only: an existing disk is kept, whatever its size): the spare of that size when there is one. */
   async ensure(img: string, gib: number, owner: number): Promise<boolean> {
     if (existsSync(img)) return false;
+    if (this.#takeSpare(img, gib)) {
+      this.#fresh.set(img, owner);
+      return true;
+    }
+    await this.#make(img, gib, owner, dirname(img));
+    this.#fresh.set(img, null);
+    return true;
+  }
+
+  /** Makes an image of `gib` at `img`, its root `owner`'s, refused below the reserve of `room`'s filesystem. */
+  async #make(img: string, gib: number, owner: number, room: string): Promise<void> {
     const bytes = gib * GIB;
-    const fs = statfsSync(join(img, '..'));
+    const fs = statfsSync(room);
     const free = fs.bavail * fs.bsize;
     const keep = this.reserve(fs.blocks * fs.bsize);
     if (free - (this.preallocate ? bytes : 0) < keep) {
@@ -144,13 +193,59 @@ export class DiskImages {
     } finally {
       rmSync(tmp, { force: true });
     }
-    return true;
+  }
+
+  /** The spare of `gib`, renamed to `img` (true), or none; a spare of another size is removed (its room is the new disk's). */
+  #takeSpare(img: string, gib: number): boolean {
+    if (!this.spares) return false;
+    this.#spareGib = gib;
+    let took = false;
+    for (const name of readdirSync(this.spares)) {
+      const m = /^(\d+)g\.[0-9a-f.]+\.img$/.exec(name);
+      if (!m) continue;
+      const spare = join(this.spares, name);
+      if (took || Number(m[1]) !== gib) {
+        rmSync(spare, { force: true });
+        continue;
+      }
+      try {
+        renameSync(spare, img);
+      } catch {
+        continue; // another start took it first
+      }
+      if (this.size(img) === gib * GIB) took = true;
+      else rmSync(img, { force: true });
+    }
+    return took;
+  }
+
+  /**
+   * Makes the spare of the size last asked for, when there is none and none is being made
+   * (in the background after a start; never throws: no room is no spare).
+   */
+  refill(): Promise<void> {
+    const gib = this.#spareGib;
+    if (!this.spares || gib === null || this.#making) return this.#making ?? Promise.resolve();
+    if (readdirSync(this.spares).some((n) => n.startsWith(`${gib}g.`) && n.endsWith('.img'))) return Promise.resolve();
+    const name = join(this.spares, `${gib}g.${process.pid}.${randomBytes(4).toString('hex')}`);
+    this.#making = this.#make(`${name}.img`, gib, 0, this.spares)
+      .then(() => {
+        // Asked for another size meanwhile: this one is no use.
+        if (this.#spareGib !== gib) rmSync(`${name}.img`, { force: true });
+      })
+      .catch(() => {})
+      .finally(() => {
+        this.#making = null;
+      });
+    return this.#making;
   }
 
   /** The loop device bound to the image (an existing one is reused), with direct I/O. */
   async attach(img: string): Promise<string> {
-    const bound = (await run(this.tools.losetup, ['--list', '--noheadings', '--output', 'NAME', '--associated', img])).stdout.trim().split('\n').filter(Boolean);
-    if (bound[0]) return bound[0];
+    if (!this.#fresh.has(img)) {
+      const bound = (await run(this.tools.losetup, ['--list', '--noheadings', '--output', 'NAME', '--associated', img])).stdout.trim().split('\n').filter(Boolean);
+      if (bound[0]) return bound[0];
+    }
     return (await must(this.tools.losetup, ['--find', '--show', '--direct-io=on', '--', img], 'losetup')).trim();
   }
 
@@ -160,6 +255,10 @@ export class DiskImages {
       const dev = await this.attach(img);
       const r = await run(this.tools.mount, ['-t', 'ext4', '-o', 'nodev,nosuid,noinit_itable', '--', dev, at]);
       if (r.code === 0) {
+        // A spare's root is root's until now: the environment's from its first mount.
+        const owner = this.#fresh.get(img);
+        this.#fresh.delete(img);
+        if (owner !== undefined && owner !== null) chownSync(at, owner, owner);
         // mke2fs makes lost+found; nothing needs it (only e2fsck, which makes it again).
         try {
           const lf = join(at, 'lost+found');
@@ -195,6 +294,7 @@ export class DiskImages {
   async grow(img: string, dev: string | null, gib: number): Promise<'grown' | 'same' | 'refused' | 'deferred'> {
     const want = gib * GIB;
     const have = this.size(img);
+    if (this.#fresh.has(img) && want === have) return 'same';
     if (want < have) return 'refused';
     if (want > have) {
       const fs = statfsSync(join(img, '..'));
@@ -220,9 +320,20 @@ export class DiskImages {
    * lets go of the loop device: detached now, or by the kernel once its last user is gone.
    */
   async release(img: string, mountpoints: string[]): Promise<void> {
+    this.#fresh.delete(img);
     for (const m of mountpoints) await run(this.tools.umount, ['-l', '--', m]);
     if (!existsSync(img)) return;
     const bound = (await run(this.tools.losetup, ['--list', '--noheadings', '--output', 'NAME', '--associated', img])).stdout.trim().split('\n').filter(Boolean);
     for (const dev of bound) await run(this.tools.losetup, ['--detach', dev]);
+  }
+}
+
+/** Whether a process of this pid exists (a half-made spare's maker). */
+function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code === 'EPERM';
   }
 }

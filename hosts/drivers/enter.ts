@@ -31,6 +31,13 @@
  * The parent waits and exits with the child's status (128 + the signal, as a shell does).
  * A failure before the command runs writes `enter` to fd 3 (the exec's marker pipe) and
  * exits 125.
+ *
+ * Before it joins, the launcher writes its pid into the exec's cgroup.procs files (argv
+ * after the uids), so the command's whole tree is charged to and killable with the exec's
+ * cgroup; after it became the agent it changes to the exec's directory (else `cwd` on fd 3,
+ * exit 126) and looks the command up in the caller's PATH (else `notfound`, exit 127), as a
+ * shell's `cd` and `command -v` would, then closes fd 3 and execs. Issue 29: these were a
+ * `sh` before the launcher and a `sh` shim after it, two process images of every exec.
  */
 
 /** The environment of every host-side helper: fixed, no LD_*, nothing inherited. */
@@ -44,8 +51,10 @@ export const PERL = '/usr/bin/perl';
 // number as an integer and anything else as a pointer to its bytes: every integer below is
 // numeric (`+ 0`), the sock_fprog is a packed string.
 export const ENTER_LAUNCHER = `
-my ($pid, $uid, $gid) = map { $_ + 0 } @ARGV;
-sub fail { my $e = $!; syswrite(STDERR, "enter: $_[0]: $e\\n"); if (open(my $m, '>&=', 3)) { syswrite($m, 'enter') } exit 125 }
+my ($pid, $uid, $gid) = map { $_ + 0 } splice(@ARGV, 0, 3);
+sub marker { if (open(my $m, '>&=', 3)) { syswrite($m, $_[0]) } }
+sub fail { my $e = $!; syswrite(STDERR, "enter: $_[0]: $e\\n"); marker('enter'); exit 125 }
+for my $f (@ARGV) { open(my $h, '>', $f) or fail('cgroup'); defined(syswrite($h, "$$\\n")) or fail('cgroup'); close($h) }
 open(my $in, '<&=', 4) or fail('payload');
 binmode($in);
 my $buf = do { local $/; <$in> };
@@ -55,6 +64,7 @@ my $flen = unpack('V', $buf);
 my $filter = substr($buf, 4, $flen);
 length($filter) == $flen && $flen % 8 == 0 && $flen > 0 or fail('filter');
 my @items = unpack('(V/a*)*', substr($buf, 4 + $flen));
+my $cwd = shift(@items);
 my $argc = shift(@items);
 defined($argc) && $argc >= 1 && $argc <= @items or fail('argv');
 my @argv = splice(@items, 0, $argc);
@@ -81,17 +91,84 @@ syscall(119, $gid, $gid, $gid) == 0 or fail('setresgid');
 syscall(117, $uid, $uid, $uid) == 0 or fail('setresuid');
 %ENV = ();
 for (@items) { my ($k, $v) = split(/=/, $_, 2); $ENV{$k} = $v }
-exec { $argv[0] } @argv;
-fail("exec $argv[0]");
+if (length($cwd) && !chdir($cwd)) { marker('cwd'); exit 126 }
+my $cmd = $argv[0];
+my $path = $cmd;
+if ($cmd !~ m{/}) {
+  undef $path;
+  for my $d (split(/:/, $ENV{PATH} // '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin', -1)) {
+    my $c = (length($d) ? $d : '.') . "/$cmd";
+    if (-f $c && -x _) { $path = $c; last }
+  }
+}
+if (!length($cmd) || !defined($path) || !-e $path) { marker('notfound'); exit 127 }
+if (open(my $m, '>&=', 3)) { close($m) }
+exec { $path } @argv;
+my $e = $! + 0;
+syswrite(STDERR, "exec: $cmd: $!\\n");
+exit($e == 2 ? 127 : 126);
+`;
+
+/**
+ * How a process sandbox's first process starts, as root (issue 29: one Perl process where
+ * `sh` (cgroup join) → `unshare -m` → `sh` (`mount --rbind`; `awk | sort | umount -l`) →
+ * `setpriv` were nine, ~2 ms each, and the unwind grew by a process per mount). In order:
+ *
+ *   1. writes its pid into the environment's cgroup.procs files (exit 125 if it cannot);
+ *   2. makes a private copy of the host's mount namespace (unshare CLONE_NEWNS, then `/`
+ *      recursively private, so nothing it does propagates back to the host);
+ *   3. binds the environment's directory (its disk, /run/service and /etc mounts) at /mnt,
+ *      recursively, for bwrap to bind from (exit 124 if it cannot);
+ *   4. detaches, in that copy, every environment's mounts it holds (this host's and any other
+ *      process sandbox host's on the machine: the pattern, not a directory; deepest first).
+ *      The copy would hold each of them otherwise, and a filesystem some namespace holds
+ *      stays alive after its environment stopped (its image's space is not freed at
+ *      destroy);
+ *   5. drops its supplementary groups and becomes the environment's host uid (a root that
+ *      changes every uid loses its capabilities), then execs bubblewrap.
+ *
+ * argv: n, n cgroup.procs files, the environment's directory, its uid, bubblewrap's argv.
+ * It runs with HOST_ENV and loads no module; nothing in argv is the caller's. Syscall
+ * numbers (x86_64): mount 165, umount2 166, unshare 272; MS_BIND 0x1000, MS_REC 0x4000,
+ * MS_PRIVATE 0x40000, MNT_DETACH 2.
+ */
+export const START_LAUNCHER = `
+my $n = shift(@ARGV) + 0;
+my @procs = splice(@ARGV, 0, $n);
+my $dir = shift(@ARGV);
+my $id = shift(@ARGV) + 0;
+sub fail { my $e = $!; syswrite(STDERR, "start: $_[0]: $e\\n"); exit $_[1] }
+for my $f (@procs) { open(my $h, '>', $f) or fail('cgroup', 125); defined(syswrite($h, "$$\\n")) or fail('cgroup', 125); close($h) }
+syscall(272, 0x20000) == 0 or fail('unshare', 124);
+my ($none, $root, $mnt) = ('none', '/', '/mnt');
+syscall(165, $none, $root, 0, 0x44000, 0) == 0 or fail('private mounts', 124);
+syscall(165, $dir, $mnt, 0, 0x5000, 0) == 0 or fail('bind', 124);
+open(my $mi, '<', '/proc/self/mountinfo') or fail('mountinfo', 124);
+my @held;
+while (my $l = <$mi>) {
+  my $at = (split(/ /, $l))[4];
+  push(@held, $at) if defined($at) && $at =~ m{/env_[0-9a-f]+/(disk|service|etc|disk[.]migrate)$};
+}
+close($mi);
+for my $at (sort { $b cmp $a } @held) {
+  (my $p = $at) =~ s/\\\\([0-7]{3})/chr(oct($1))/ge;
+  syscall(166, $p, 2);
+}
+syscall(116, 0, 0) == 0 or fail('setgroups', 124);
+syscall(119, $id, $id, $id) == 0 or fail('setresgid', 124);
+syscall(117, $id, $id, $id) == 0 or fail('setresuid', 124);
+exec { $ARGV[0] } @ARGV;
+fail("exec $ARGV[0]", 124);
 `;
 
 /**
  * fd 4's bytes: u32 LE length of the filter, the filter, then length-prefixed strings
- * (u32 LE + bytes): argc, argv..., NAME=value... A NUL cannot be in an argument or a
+ * (u32 LE + bytes): the directory to run in ('' for the namespace's root), argc, argv...,
+ * NAME=value... A NUL cannot be in an argument or a
  * variable of a real process, so it is refused here rather than cut there.
  */
-export function enterPayload(filter: Buffer, argv: string[], env: Record<string, string>): Buffer {
-  const items = [String(argv.length), ...argv];
+export function enterPayload(filter: Buffer, argv: string[], env: Record<string, string>, cwd = ''): Buffer {
+  const items = [cwd, String(argv.length), ...argv];
   for (const [k, v] of Object.entries(env)) {
     if (!k || k.includes('=')) throw new Error(`not a variable name: ${JSON.stringify(k)}`);
     items.push(`${k}=${v}`);

@@ -10,7 +10,7 @@ import { Cgroups } from '../cgroups.js';
 import { peerOf, type Peer } from '../peer.js';
 import { OutputCollector, readFileInside, writeFileInside } from './inside.js';
 import { DiskImages, findDiskTools, mountsUnder, run } from './disk-image.js';
-import { ENTER_LAUNCHER, HOST_ENV, PERL, enterPayload } from './enter.js';
+import { ENTER_LAUNCHER, HOST_ENV, PERL, START_LAUNCHER, enterPayload } from './enter.js';
 import { sandboxFilter } from './seccomp.js';
 import {
   DATA_DISK, DriverError, type ExecRequest, type ExecResult, type HostCapabilities, type HostDriver, type Surface, type VmSpec, type VmStatus,
@@ -150,24 +150,16 @@ export function netSealed(dev: string, route: string): boolean {
 }
 
 /**
- * Runs as root in a private copy of the host's mount namespace: binds this environment's
- * directory (with its disk, /run/service and /etc mounts) at /mnt, for bwrap to bind from,
- * then lets go of every environment's mounts the copy holds (this host's and any other
- * process sandbox host's on the machine: the pattern, not a directory). The copy holds
- * each of them otherwise, and a filesystem some namespace holds stays alive after its
- * environment stopped: its image's space is not freed at destroy (the loop device is
- * reused at the next start, so it is never mounted twice: disk-image.ts). One umount
- * process for all of them (issue 29: one per mount cost ~4.4 ms per running environment on
- * every start; bench/environments/tti.bench.ts).
+ * Not root (no uid of its own, no image disks): what START_LAUNCHER (enter.ts) does as root,
+ * in a user namespace of the service's uid made by `unshare -U -r -m`: binds this
+ * environment's directory at /mnt, for bwrap to bind from, then lets go of every
+ * environment's mounts the private copy holds.
  * $1: the environment's directory; then the command.
  */
 const PRIVATE_MOUNT = `/usr/bin/mount --rbind -- "$1" /mnt || exit 124; shift
 /usr/bin/awk '$5 ~ /\\/env_[0-9a-f]+\\/(disk|service|etc|disk[.]migrate)$/ { print $5 }' /proc/self/mountinfo | /usr/bin/sort -r | /usr/bin/xargs -r -d '\\n' /usr/bin/umount -l --
 exec "$@"`;
 const CGROUP_JOIN = 'n=$1; shift; while [ "$n" -gt 0 ]; do echo $$ > "$1" || exit 125; shift; n=$((n-1)); done; exec "$@"';
-
-/** Runs inside as the agent: a missing cwd or command is told apart from the command's own exit. */
-const EXEC_SHIM = 'cd -- "$1" 2>/dev/null || { printf cwd >&3; exit 126; }; shift; command -v -- "$1" >/dev/null 2>&1 || { printf notfound >&3; exit 127; }; exec 3>&-; exec "$@"';
 
 /** Per-environment tmpfs mounts the host writes into (sizes: configuration is at most 20 files of 256 KiB). */
 const SERVICE_TMPFS = 'size=16m,nr_inodes=4096,mode=0755,nodev,nosuid,noexec';
@@ -207,7 +199,7 @@ export class ProcessDriver implements HostDriver {
     let images: DiskImages | null = null;
     if (this.#root) {
       const tools = findDiskTools();
-      if (tools.tools) images = new DiskImages(tools.tools, undefined, opts.preallocateDisks ?? true);
+      if (tools.tools) images = new DiskImages(tools.tools, undefined, opts.preallocateDisks ?? true, join(opts.rootDir, '.spare'));
       else missing.push(tools.missing!);
     }
     this.#images = images;
@@ -546,11 +538,11 @@ export class ProcessDriver implements HostDriver {
       '--', ...this.#relay,
     );
     const procs = this.#cgroups.procsFiles(spec.id);
-    const [unshare, setpriv, bwrap] = [which('unshare')!, which('setpriv')!, which('bwrap')!];
-    const sandbox = this.#root
-      ? [unshare, '-m', '--propagation', 'private', '--', '/bin/sh', '-c', PRIVATE_MOUNT, 'sh', dir, setpriv, `--reuid=${uid}`, `--regid=${uid}`, '--clear-groups', '--', bwrap, ...args]
-      : [unshare, '-U', '-r', '-m', '--propagation', 'private', '--', '/bin/sh', '-c', PRIVATE_MOUNT, 'sh', dir, bwrap, ...args];
-    const proc = spawn('/bin/sh', ['-c', CGROUP_JOIN, 'sh', String(procs.length), ...procs, ...sandbox], {
+    const [unshare, bwrap] = [which('unshare')!, which('bwrap')!];
+    const argv = this.#root
+      ? [PERL, '-e', START_LAUNCHER, String(procs.length), ...procs, dir, String(uid), bwrap, ...args]
+      : ['/bin/sh', '-c', CGROUP_JOIN, 'sh', String(procs.length), ...procs, unshare, '-U', '-r', '-m', '--propagation', 'private', '--', '/bin/sh', '-c', PRIVATE_MOUNT, 'sh', dir, bwrap, ...args];
+    const proc = spawn(argv[0]!, argv.slice(1), {
       stdio: ['ignore', 'ignore', 'pipe', 'pipe', 'pipe'],
       env: { ...HOST_ENV },
     });
@@ -568,6 +560,8 @@ export class ProcessDriver implements HostDriver {
       await this.#waitRelay(initPid, proc, () => stderr);
       const vm: Vm = { spec, proc, initPid, status: 'running', bridge, bridgeSockets, control, browser, expectedExit: false, exited, execSeq: 0, loop };
       this.#vms.set(spec.id, vm);
+      // The next first start's disk, made while this one's first exec runs (disk-image.ts).
+      void this.#images?.refill();
       proc.once('exit', (code, signal) => {
         if (this.#vms.get(spec.id) !== vm) return;
         this.#vms.delete(spec.id);
@@ -775,15 +769,15 @@ export class ProcessDriver implements HostDriver {
   }
 
   /** Runs argv inside the sandbox as the agent with exactly `env` (enter.ts). */
-  #spawnInside(vm: Vm, execTag: string, argv: string[], env: Record<string, string>): ChildProcess {
+  #spawnInside(vm: Vm, execTag: string, argv: string[], env: Record<string, string>, cwd: string): ChildProcess {
     let payload: Buffer;
     try {
-      payload = enterPayload(this.#hardened ? this.#filter : ALLOW_ALL, argv, env);
+      payload = enterPayload(this.#hardened ? this.#filter : ALLOW_ALL, argv, env, cwd);
     } catch (err) {
       throw new DriverError('exec_failed', (err as Error).message);
     }
     const procs = this.#cgroups.procsFiles(vm.spec.id, execTag);
-    const child = spawn('/bin/sh', ['-c', CGROUP_JOIN, 'sh', String(procs.length), ...procs, PERL, '-e', ENTER_LAUNCHER, String(vm.initPid), String(AGENT_UID), String(AGENT_UID)], {
+    const child = spawn(PERL, ['-e', ENTER_LAUNCHER, String(vm.initPid), String(AGENT_UID), String(AGENT_UID), ...procs], {
       stdio: ['pipe', 'pipe', 'pipe', 'pipe', 'pipe'],
       env: { ...HOST_ENV },
       detached: true,
@@ -799,7 +793,7 @@ export class ProcessDriver implements HostDriver {
     if (vm.status !== 'running') throw new DriverError('guest_unavailable', 'the environment is suspended');
     const tag = `x${++vm.execSeq}`;
     const started = performance.now();
-    const child = this.#spawnInside(vm, tag, ['/bin/sh', '-c', EXEC_SHIM, 'exec', req.cwd ?? AGENT_HOME, ...req.command], req.env ?? {});
+    const child = this.#spawnInside(vm, tag, req.command, req.env ?? {}, req.cwd ?? AGENT_HOME);
     const out = new OutputCollector(req);
     for (const stream of ['stdout', 'stderr'] as const) child[stream]!.on('data', (d: Buffer) => out.add(stream, d));
     let marker = '';
@@ -833,11 +827,6 @@ export class ProcessDriver implements HostDriver {
     if (marker === 'notfound') throw new DriverError('exec_failed', `command not found in the environment: ${req.command[0]}`);
     if (marker === 'cwd') throw new DriverError('exec_failed', `cwd does not exist in the environment: ${req.cwd}`);
     if (marker === 'enter') throw new DriverError('guest_unavailable', 'the environment could not be entered');
-    if (code === 125 && !marker && performance.now() - started < 1000 && out.kept('stdout') === 0) {
-      // The cgroup join failed before anything of the agent's ran.
-      const err = out.text('stderr').toString('utf8');
-      if (/cgroup/.test(err)) throw new DriverError('guest_unavailable', 'the environment could not be entered');
-    }
     return out.result(code, signal, started, timedOut);
   }
 

@@ -2,7 +2,9 @@ import { expect } from 'chai';
 import { startTestService, type TestService } from '../helpers/service.js';
 import { startFakeUpstream, type FakeUpstream } from '../helpers/upstream.js';
 import { exec, sh, skipWithoutRuntime, waitState } from '../helpers/runtime.js';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { spawnSync } from 'node:child_process';
+import { mkdtempSync, readdirSync, readlinkSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { sandboxUid } from '../../hosts/drivers/process.js';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
@@ -95,6 +97,30 @@ describe('security: no nested user namespace, and a seccomp filter on every proc
     const r = await sh(t.api, envId, 'for f in -Ur -U -m -n -p -i -u -C "-U --map-root-user --mount"; do unshare $f true 2>/dev/null && echo "ALLOWED $f" || echo "refused $f"; done; id -u');
     expect(r.stdout).to.not.include('ALLOWED');
     expect(r.stdout.trim().split('\n').at(-1)).to.equal('1000');
+  });
+
+  it('the second wall on its own: a process in the sandbox\'s user namespace without the filter still cannot make a nested one (bubblewrap --disable-userns)', () => {
+    // Every process inside carries the filter, which refuses CLONE_NEW* too, so from inside
+    // the test above holds with either wall alone. Here the host enters the sandbox's user
+    // namespace with no filter (nsenter as root) and tries: only the namespace limit that
+    // --disable-userns sets answers (ENOSPC, "No space left on device"). As the agent's uid
+    // (1000 inside), which without that limit may make one (the control below shows it can enter).
+    const uid = sandboxUid(envId);
+    const hostNet = readlinkSync('/proc/self/ns/net');
+    const pid = readdirSync('/proc').filter((p) => /^\d+$/.test(p)).find((p) => {
+      try {
+        return statSync(`/proc/${p}`).uid === uid && readlinkSync(`/proc/${p}/ns/net`) !== hostNet;
+      } catch {
+        return false;
+      }
+    });
+    expect(pid, 'a process of the sandbox').to.be.a('string');
+    const control = spawnSync('/usr/bin/nsenter', ['-t', pid!, '-U', '-S', '1000', '-G', '1000', '/usr/bin/id', '-u'], { encoding: 'utf8' });
+    expect(control.status, `control: entering works (${control.stderr})`).to.equal(0);
+    expect(control.stdout.trim()).to.equal('1000');
+    const r = spawnSync('/usr/bin/nsenter', ['-t', pid!, '-U', '-S', '1000', '-G', '1000', '/usr/bin/unshare', '-U', '/usr/bin/true'], { encoding: 'utf8' });
+    expect(r.status, 'a nested user namespace was created').to.not.equal(0);
+    expect(r.stderr).to.match(/No space left on device/);
   });
 
   it('each denied system call answers EPERM (ENOSYS for io_uring and clone3), the rest still work', async () => {

@@ -1,5 +1,5 @@
 import { expect } from 'chai';
-import { ENTER_LAUNCHER, HOST_ENV, enterPayload } from '../../../hosts/drivers/enter.js';
+import { ENTER_LAUNCHER, HOST_ENV, START_LAUNCHER, enterPayload } from '../../../hosts/drivers/enter.js';
 import { netSealed } from '../../../hosts/drivers/process.js';
 
 /** Pure parts of the process sandbox (issue 24): the exec launcher's payload, the host's environment, the network check. */
@@ -9,9 +9,9 @@ describe('hosts: how an exec enters the sandbox', () => {
     expect(Object.isFrozen(HOST_ENV)).to.equal(true);
   });
 
-  it('the payload carries the filter, argv and variables as length-prefixed strings (nothing on a host command line)', () => {
+  it('the payload carries the filter, the directory, argv and variables as length-prefixed strings (nothing on a host command line)', () => {
     const filter = Buffer.alloc(16, 7);
-    const p = enterPayload(filter, ['/bin/sh', '-c', 'echo "$A"'], { A: 'x=y', LD_PRELOAD: '/home/agent/x.so', EMPTY: '' });
+    const p = enterPayload(filter, ['/bin/sh', '-c', 'echo "$A"'], { A: 'x=y', LD_PRELOAD: '/home/agent/x.so', EMPTY: '' }, '/home/agent/src');
     expect(p.readUInt32LE(0)).to.equal(16);
     expect(p.subarray(4, 20).equals(filter)).to.equal(true);
     const items: string[] = [];
@@ -20,7 +20,7 @@ describe('hosts: how an exec enters the sandbox', () => {
       items.push(p.subarray(at + 4, at + 4 + n).toString('utf8'));
       at += 4 + n;
     }
-    expect(items).to.deep.equal(['3', '/bin/sh', '-c', 'echo "$A"', 'A=x=y', 'LD_PRELOAD=/home/agent/x.so', 'EMPTY=']);
+    expect(items).to.deep.equal(['/home/agent/src', '3', '/bin/sh', '-c', 'echo "$A"', 'A=x=y', 'LD_PRELOAD=/home/agent/x.so', 'EMPTY=']);
   });
 
   it('refuses a NUL in an argument or a value, and a name with "="', () => {
@@ -37,6 +37,24 @@ describe('hosts: how an exec enters the sandbox', () => {
     expect(at('syscall(157, 22')).to.be.greaterThan(at('syscall(157, 38'));
     expect(at('syscall(117')).to.be.greaterThan(at('syscall(157, 22'));
     expect(at('%ENV = ()')).to.be.greaterThan(at('syscall(117'));
+    // The cgroup join before it joins anything; the directory and the command looked up as the agent.
+    expect(at("fail('cgroup')")).to.be.lessThan(at('syscall(308'));
+    expect(at('chdir(')).to.be.greaterThan(at('%ENV = ()'));
+    expect(at("marker('notfound')")).to.be.greaterThan(at('chdir('));
+  });
+
+  it('the start launcher loads no module, joins the cgroup first, unwinds the mounts in its private copy, and drops root last before bubblewrap', () => {
+    expect(START_LAUNCHER).to.not.match(/\b(use|require)\s+\w/);
+    expect(START_LAUNCHER).to.not.match(/\bdo\s*['"$(]/);
+    const at = (s: string) => START_LAUNCHER.indexOf(s);
+    expect(at("fail('cgroup'")).to.be.greaterThan(-1);
+    expect(at('syscall(272, 0x20000)')).to.be.greaterThan(at("fail('cgroup'"));
+    expect(at('syscall(165, $none')).to.be.greaterThan(at('syscall(272'));
+    expect(at('syscall(165, $dir')).to.be.greaterThan(at('syscall(165, $none'));
+    expect(at('syscall(166')).to.be.greaterThan(at('syscall(165, $dir'));
+    expect(at('syscall(116')).to.be.greaterThan(at('syscall(166'));
+    expect(at('syscall(117')).to.be.greaterThan(at('syscall(119'));
+    expect(at('exec {')).to.be.greaterThan(at('syscall(117'));
   });
 });
 
