@@ -60,6 +60,9 @@ export interface DiskTools {
 
 const GIB = 1024 ** 3;
 
+/** How a disk image is mounted: no devices, no setuid; the fallocated blocks read as zeros already (no background zeroing). */
+export const IMAGE_MOUNT_OPTIONS = 'nodev,nosuid,noinit_itable';
+
 function tool(name: string): string | null {
   for (const dir of ['/usr/sbin', '/usr/bin', '/sbin', '/bin']) {
     const p = join(dir, name);
@@ -240,34 +243,41 @@ export class DiskImages {
     return this.#making;
   }
 
+  /** A loop device already bound to the image (to be reused), or null (a fresh image: none can be). */
+  async boundDevice(img: string): Promise<string | null> {
+    if (this.#fresh.has(img)) return null;
+    const bound = (await run(this.tools.losetup, ['--list', '--noheadings', '--output', 'NAME', '--associated', img])).stdout.trim().split('\n').filter(Boolean);
+    return bound[0] ?? null;
+  }
+
   /** The loop device bound to the image (an existing one is reused), with direct I/O. */
   async attach(img: string): Promise<string> {
-    if (!this.#fresh.has(img)) {
-      const bound = (await run(this.tools.losetup, ['--list', '--noheadings', '--output', 'NAME', '--associated', img])).stdout.trim().split('\n').filter(Boolean);
-      if (bound[0]) return bound[0];
-    }
-    return (await must(this.tools.losetup, ['--find', '--show', '--direct-io=on', '--', img], 'losetup')).trim();
+    return (await this.boundDevice(img)) ?? (await must(this.tools.losetup, ['--find', '--show', '--direct-io=on', '--', img], 'losetup')).trim();
   }
 
   /** Mounts the image at `at` (its loop device attached first); a device that went away in between is attached again once. */
   async mount(img: string, at: string): Promise<string> {
     for (let attempt = 0; ; attempt++) {
       const dev = await this.attach(img);
-      const r = await run(this.tools.mount, ['-t', 'ext4', '-o', 'nodev,nosuid,noinit_itable', '--', dev, at]);
+      const r = await run(this.tools.mount, ['-t', 'ext4', '-o', IMAGE_MOUNT_OPTIONS, '--', dev, at]);
       if (r.code === 0) {
-        // A spare's root is root's until now: the environment's from its first mount.
-        const owner = this.#fresh.get(img);
-        this.#fresh.delete(img);
-        if (owner !== undefined && owner !== null) chownSync(at, owner, owner);
-        // mke2fs makes lost+found; nothing needs it (only e2fsck, which makes it again).
-        try {
-          const lf = join(at, 'lost+found');
-          if (existsSync(lf) && readdirSync(lf).length === 0) rmdirSync(lf);
-        } catch { /* kept */ }
+        this.mounted(img, at);
         return dev;
       }
       if (attempt > 0) throw new Error(`mount: ${r.stderr.trim().slice(0, 300)}`);
     }
+  }
+
+  /** After the image's first mount at `at` (here or by mounts.ts): a spare's root, root's until now, becomes the environment's; lost+found goes. */
+  mounted(img: string, at: string): void {
+    const owner = this.#fresh.get(img);
+    this.#fresh.delete(img);
+    if (owner !== undefined && owner !== null) chownSync(at, owner, owner);
+    // mke2fs makes lost+found; nothing needs it (only e2fsck, which makes it again).
+    try {
+      const lf = join(at, 'lost+found');
+      if (existsSync(lf) && readdirSync(lf).length === 0) rmdirSync(lf);
+    } catch { /* kept */ }
   }
 
   /** Size of the image, bytes. */

@@ -9,7 +9,8 @@ import type { Logger } from '../../lib/log.js';
 import { Cgroups } from '../cgroups.js';
 import { peerOf, type Peer } from '../peer.js';
 import { OutputCollector, readFileInside, writeFileInside } from './inside.js';
-import { DiskImages, findDiskTools, mountsUnder, run } from './disk-image.js';
+import { DiskImages, IMAGE_MOUNT_OPTIONS, findDiskTools, mountsUnder, run } from './disk-image.js';
+import { mountAll, type MountOp } from './mounts.js';
 import { ENTER_LAUNCHER, HOST_ENV, PERL, START_LAUNCHER, enterPayload } from './enter.js';
 import { sandboxFilter } from './seccomp.js';
 import {
@@ -387,17 +388,30 @@ export class ProcessDriver implements HostDriver {
     }
     // Whatever a previous run left mounted here goes first (a crash; the stale tmpfs).
     for (const m of mountsUnder(dir)) await run('/usr/bin/umount', ['-l', '--', m]);
-    for (const [sub, opts] of [['service', SERVICE_TMPFS], ['etc', ETC_TMPFS]] as const) {
-      const r = await run('/usr/bin/mount', ['-t', 'tmpfs', '-o', opts, sub, join(dir, sub)]);
-      if (r.code !== 0) throw new Error(`mount ${sub}: ${r.stderr.trim().slice(0, 200)}`);
+    const tmpfs: MountOp[] = [
+      { kind: 'tmpfs', source: 'service', at: join(dir, 'service'), options: SERVICE_TMPFS },
+      { kind: 'tmpfs', source: 'etc', at: join(dir, 'etc'), options: ETC_TMPFS },
+    ];
+    let loop: string | null = null;
+    if (!this.#images) await mountAll(tmpfs);
+    else {
+      const img = join(dir, 'disk.img');
+      const disk = join(dir, 'disk');
+      // Grown before it is mounted: offline, which needs no more than root.
+      await this.#grow(spec, img, null);
+      const device = await this.#images.boundDevice(img);
+      try {
+        loop = await mountAll([...tmpfs, { kind: 'image', img, at: disk, options: IMAGE_MOUNT_OPTIONS, device }]);
+        this.#images.mounted(img, disk);
+      } catch (err) {
+        // The device reused went away in between: the tmpfs are mounted, the disk is attached afresh.
+        if (!device || !(err as Error).message.startsWith(`mount ${device}`)) throw err;
+        loop = await this.#images.mount(img, disk);
+      }
     }
     mkdirSync(join(dir, 'service', 'files'), { mode: 0o755 });
     mkdirSync(join(dir, 'service', 'connections'), { mode: 0o755 });
-    if (!this.#images) return null;
-    const img = join(dir, 'disk.img');
-    // Grown before it is mounted: offline, which needs no more than root.
-    await this.#grow(spec, img, null);
-    return this.#images.mount(img, join(dir, 'disk'));
+    return loop;
   }
 
   async #grow(spec: VmSpec, img: string, loop: string | null): Promise<void> {

@@ -1,8 +1,9 @@
 import { expect } from 'chai';
-import { mkdirSync, mkdtempSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, readdirSync, realpathSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { DiskImages, findDiskTools } from '../../hosts/drivers/disk-image.js';
+import { DiskImages, IMAGE_MOUNT_OPTIONS, findDiskTools } from '../../hosts/drivers/disk-image.js';
+import { mountAll, mountOptions } from '../../hosts/drivers/mounts.js';
 import { skipOrFailInCI } from '../helpers/ci-gate.js';
 
 /**
@@ -12,7 +13,7 @@ import { skipOrFailInCI } from '../helpers/ci-gate.js';
  * environment's uid at the first mount; one spare at most, of the size last asked for.
  * Real images, loop devices and mounts (root, e2fsprogs), sparse to cost nothing.
  */
-describe('hosts: the spare disk image of the process runtime', function () {
+describe('hosts: the spare disk image and the start\'s mounts of the process runtime', function () {
   this.timeout(60_000);
   let dir: string;
   let spares: string;
@@ -90,5 +91,36 @@ describe('hosts: the spare disk image of the process runtime', function () {
     await images.refill();
     expect(sparesNow()).to.have.length(1);
     expect(sparesNow()[0]).to.match(/^2g\./);
+  });
+
+  it('a start\'s mounts in one process (mounts.ts): the tmpfs with mount(8)\'s flags and data, the image on a free loop device with direct I/O, as losetup and mount made them', async () => {
+    expect(mountOptions('size=16m,nr_inodes=4096,mode=0755,nodev,nosuid,noexec')).to.deep.equal({ flags: 0x2 | 0x4 | 0x8, data: 'size=16m,nr_inodes=4096,mode=0755' });
+    const f = envDir('f');
+    mkdirSync(join(f, 'service'));
+    expect(await images.ensure(join(f, 'disk.img'), 1, 201_006)).to.equal(true);
+    const dev = await mountAll([
+      { kind: 'tmpfs', source: 'service', at: join(f, 'service'), options: 'size=16m,nr_inodes=4096,mode=0755,nodev,nosuid,noexec' },
+      { kind: 'image', img: join(f, 'disk.img'), at: join(f, 'disk'), options: IMAGE_MOUNT_OPTIONS, device: null },
+    ]);
+    mounted.push(join(f, 'service'), join(f, 'disk'));
+    images.mounted(join(f, 'disk.img'), join(f, 'disk'));
+    expect(dev).to.match(/^\/dev\/loop\d+$/);
+    const info = readFileSync('/proc/self/mountinfo', 'utf8').split('\n');
+    const line = (at: string) => info.find((l) => l.split(' ')[4] === at)!;
+    const svc = line(join(f, 'service')).split(' ');
+    expect(svc[5]!.split(',')).to.include.members(['rw', 'nosuid', 'nodev', 'noexec']);
+    expect(svc.slice(-3)).to.deep.equal(['tmpfs', 'service', 'rw,size=16384k,nr_inodes=4096,mode=755']);
+    const disk = line(join(f, 'disk')).split(' ');
+    expect(disk[5]!.split(',')).to.include.members(['rw', 'nosuid', 'nodev']);
+    expect(disk.slice(-3, -1)).to.deep.equal(['ext4', dev]);
+    const sys = `/sys/block/${dev!.slice(5)}/loop`;
+    expect(realpathSync(readFileSync(`${sys}/backing_file`, 'utf8').trim())).to.equal(realpathSync(join(f, 'disk.img')));
+    expect(readFileSync(`${sys}/dio`, 'utf8').trim()).to.equal('1');
+    expect(statSync(join(f, 'disk')).uid).to.equal(201_006);
+    // Stop at the first failure and say what failed.
+    await mountAll([{ kind: 'tmpfs', source: 'etc', at: join(f, 'nowhere'), options: 'size=1m' }]).then(
+      () => expect.fail('mounted on a missing directory'),
+      (err: Error) => expect(err.message).to.match(/^mount tmpfs .*nowhere: No such file or directory/),
+    );
   });
 });
