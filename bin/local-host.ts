@@ -94,7 +94,7 @@ export async function startLocalHost(deps: LocalHostDeps): Promise<HostAgent | n
     const store = parseDatabaseUrl(config.databaseUrl);
     if (store?.client === 'sqlite' && store.filename !== ':memory:') protect.push({ what: 'the SQLite store and its audit log', path: dirname(store.filename) });
     driver = new ProcessDriver({
-      rootDir, preallocateDisks: config.envHost.preallocateDisks, proxy: deps.proxy, hostTag: hostId, insecure: config.envHost.insecure, cgroupRoot: config.envHost.cgroupRoot ?? undefined, log, control, browser: deps.browser, protect,
+      rootDir, preallocateDisks: config.envHost.preallocateDisks, sandboxPool: config.envHost.sandboxPool, proxy: deps.proxy, hostTag: hostId, insecure: config.envHost.insecure, cgroupRoot: config.envHost.cgroupRoot ?? undefined, log, control, browser: deps.browser, protect,
     });
   }
   const caps = driver.capabilities();

@@ -49,6 +49,8 @@ export interface Config {
     cgroupRoot: string | null;
     /** GATEWAY_DISK_PREALLOCATE: environments' data disk images take their whole size at creation (default true; false: sparse, the host may overcommit). */
     preallocateDisks: boolean;
+    /** GATEWAY_SANDBOX_POOL: process sandboxes kept started ahead for environments' first starts (default 1; 0: none). */
+    sandboxPool: number;
     /** GATEWAY_QEMU_IMAGE_DIR: where the qemu runtime builds and keeps guest images (default DATA_DIR/vm-image). */
     qemuImageDir: string | null;
     /** GATEWAY_HOST_RPC_PORT: where the host serves exec and files to other processes (0: any free port). */
@@ -145,6 +147,7 @@ const schema = Joi.object({
   GATEWAY_HOST_RPC_PORT: port.default(0),
   GATEWAY_CGROUP_ROOT: Joi.string().min(1),
   GATEWAY_DISK_PREALLOCATE: bool.default(true),
+  GATEWAY_SANDBOX_POOL: Joi.number().integer().min(0).max(64).default(1),
   GATEWAY_HOST_RPC_URL: httpUrl.allow(''),
   CHROMIUM_PATH: Joi.string().min(1).default('/usr/bin/chromium'),
   GATEWAY_BROWSER_LEASES_PER_DEVELOPER: Joi.number().integer().min(0).max(1_000_000).default(50),
@@ -222,6 +225,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Readonly<Confi
       rpcPort: value.GATEWAY_HOST_RPC_PORT,
       cgroupRoot: nonEmpty(value.GATEWAY_CGROUP_ROOT),
       preallocateDisks: value.GATEWAY_DISK_PREALLOCATE,
+      sandboxPool: value.GATEWAY_SANDBOX_POOL,
       rpcUrl: nonEmpty(value.GATEWAY_HOST_RPC_URL)?.replace(/\/+$/, '') ?? null,
     }),
     google: {

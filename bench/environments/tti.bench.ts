@@ -8,6 +8,8 @@
  *
  *   npx tsx bench/environments/tti.bench.ts                 # BENCH_N=50 runs
  *   BENCH_N=5 npx tsx bench/environments/tti.bench.ts       # a quick look
+ *   BENCH_POOL=0 npx tsx bench/environments/tti.bench.ts    # every start cold (no sandbox pool; default: the service's, 1)
+ *   BENCH_GAP_MS=300 npx tsx bench/environments/tti.bench.ts  # a pause after each destroy (default 50 ms): a pool refills in between
  *   BENCH_TRACE=1 npx tsx bench/environments/tti.bench.ts   # + where the time goes, from a traced child
  *   BENCH_RUNNING=20 BENCH_N=20 npx tsx bench/environments/tti.bench.ts   # with 20 idle environments on the host
  *
@@ -21,7 +23,7 @@
  * alone with every namespace, as the environment's uid, running /bin/true.
  */
 import { execFileSync, spawn, spawnSync } from 'node:child_process';
-import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { sandboxUid } from '../../hosts/drivers/process.js';
@@ -33,10 +35,17 @@ const DISK = process.env.BENCH_DISK_GIB ? Number(process.env.BENCH_DISK_GIB) : u
 const FLOOR_RUNS = Number(process.env.BENCH_FLOOR_RUNS ?? 30);
 
 const RUNNING = Number(process.env.BENCH_RUNNING ?? 0);
+/** GATEWAY_SANDBOX_POOL of the child (its default, 1, when unset; 0: every start cold). */
+const POOL = process.env.BENCH_POOL;
+/** Pause after a run's destroy: how often environments are created (a pool refills in between). */
+const GAP_MS = Number(process.env.BENCH_GAP_MS ?? 50);
 
 const loadBefore = loadavg();
 // With BENCH_RUNNING, the host offers room for them beside the measured one.
-const gw = await startGateway(RUNNING ? { GATEWAY_HOST_CPUS: String(RUNNING + 8), GATEWAY_HOST_MEMORY_MIB: String(RUNNING * 256 + 16384) } : {});
+const gw = await startGateway({
+  ...(RUNNING ? { GATEWAY_HOST_CPUS: String(RUNNING + 8), GATEWAY_HOST_MEMORY_MIB: String(RUNNING * 256 + 16384) } : {}),
+  ...(POOL !== undefined ? { GATEWAY_SANDBOX_POOL: POOL } : {}),
+});
 if (!gw.hostId) {
   await gw.stop();
   throw new Error('no environment host in the child (bubblewrap or root missing)');
@@ -62,6 +71,8 @@ interface Run {
   execDuration: number;
   warmExec: number;
   id: string;
+  /** Started from a slot of the pool (its directory records the slot's uid), not cold. */
+  fromSlot: boolean;
 }
 
 const parse = (iso: string | null): number => (iso ? Date.parse(iso) : NaN);
@@ -82,7 +93,7 @@ for (let i = 0; i < N; i++) {
   const at = (kind: string) => parse(ev.find((e) => e.kind === kind)?.created_at ?? null);
   runs.push({
     tti: tExec - t0, createAnswer: t1 - t0, created: at('created'), placed: at('placed'), running: at('running'), t0, t1, tExec,
-    execDuration: Number(x.body.duration_ms), warmExec, id,
+    execDuration: Number(x.body.duration_ms), warmExec, id, fromSlot: existsSync(join(gw.dataDir, 'environments', id, 'uid')),
   });
   await gw.api('DELETE', `/v1/environments/${id}`);
   for (let k = 0; k < 2000; k++) {
@@ -90,7 +101,7 @@ for (let i = 0; i < N; i++) {
     await new Promise((r) => setTimeout(r, 5));
   }
   // The destroy's own work (umount, losetup, rm of the image) is out of the next run's way.
-  await new Promise((r) => setTimeout(r, 50));
+  await new Promise((r) => setTimeout(r, GAP_MS));
 }
 const loadAfter = loadavg();
 for (const id of background) await gw.api('DELETE', `/v1/environments/${id}`);
@@ -180,6 +191,10 @@ console.log(`load average before: ${loadBefore}; after: ${loadAfter}\n`);
 console.log('|                                   |     p50 |     p90 |     p99 | ms');
 console.log('|---|---:|---:|---:|');
 console.log(`| **ours: create → first exec done** | ${col(tti)} |`);
+const warm = runs.filter((r) => r.fromSlot);
+const cold = runs.filter((r) => !r.fromSlot);
+if (warm.length) console.log(`| ours, started from a slot of the pool (${warm.length} runs) | ${col(warm.map((r) => r.tti))} |`);
+if (cold.length) console.log(`| ours, started cold (${cold.length} runs) | ${col(cold.map((r) => r.tti))} |`);
 console.log(`| target (issue 29, item 2)         |    30.0 |       - |   100.0 |`);
 console.log(`| ours before (issue 29's figure)   |    67.0 |       - |   114.0 |`);
 console.log(`| Daytona (published)               |   110.0 |       - |       - |`);

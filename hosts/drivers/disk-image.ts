@@ -150,10 +150,12 @@ export class DiskImages {
     if (!preallocate) this.sparse = true;
     if (spares) {
       mkdirSync(spares, { recursive: true, mode: 0o700 });
-      // Half-made spares of a process that is gone.
+      // Half-made spares of a process that is gone; a complete one says which size to keep.
       for (const name of readdirSync(spares)) {
         const pid = /^\d+g\.(\d+)\.[0-9a-f]+\.img\.new$/.exec(name)?.[1];
         if (pid && !alive(Number(pid))) rmSync(join(spares, name), { force: true });
+        const gib = /^(\d+)g\.[0-9a-f.]+\.img$/.exec(name)?.[1];
+        if (gib) this.#spareGib = Number(gib);
       }
     }
   }
@@ -220,6 +222,11 @@ export class DiskImages {
       else rmSync(img, { force: true });
     }
     return took;
+  }
+
+  /** The disk size last asked for (a spare's, and the process sandbox's slots'), or null before any. */
+  lastGib(): number | null {
+    return this.#spareGib;
   }
 
   /**

@@ -119,7 +119,7 @@ exit($e == 2 ? 127 : 126);
  *      recursively private, so nothing it does propagates back to the host);
  *   3. binds the environment's directory (its disk, /run/service and /etc mounts) at /mnt,
  *      recursively, for bwrap to bind from (exit 124 if it cannot);
- *   4. detaches, in that copy, every environment's mounts it holds (this host's and any other
+ *   4. detaches, in that copy, every environment's and sandbox slot's mounts it holds (this host's and any other
  *      process sandbox host's on the machine: the pattern, not a directory; deepest first).
  *      The copy would hold each of them otherwise, and a filesystem some namespace holds
  *      stays alive after its environment stopped (its image's space is not freed at
@@ -147,7 +147,7 @@ open(my $mi, '<', '/proc/self/mountinfo') or fail('mountinfo', 124);
 my @held;
 while (my $l = <$mi>) {
   my $at = (split(/ /, $l))[4];
-  push(@held, $at) if defined($at) && $at =~ m{/env_[0-9a-f]+/(disk|service|etc|disk[.]migrate)$};
+  push(@held, $at) if defined($at) && $at =~ m{/(?:env|slot)_[0-9a-f]+/(disk|service|etc|disk[.]migrate)$};
 }
 close($mi);
 for my $at (sort { $b cmp $a } @held) {

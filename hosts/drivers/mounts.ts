@@ -16,6 +16,8 @@ import { HOST_ENV, PERL } from './enter.js';
  *     EBUSY: the next free one is tried), or the device given (one already bound to the
  *     image is reused: disk-image.ts), then mount(2) as ext4. It prints the device.
  *
+ * And a mount moved (MS_MOVE), for a sandbox slot's claim (process.ts).
+ *
  * Operations run in order and stop at the first failure, which is reported with what
  * failed (exit 1); the caller unmounts what was mounted, as before.
  */
@@ -28,6 +30,9 @@ while (@ARGV) {
   if ($op eq 'tmpfs') {
     my ($src, $at, $flags, $data) = splice(@ARGV, 0, 4);
     syscall(165, $src, $at, $tmpfs, $flags + 0, $data) == 0 or fail("mount tmpfs $at");
+  } elsif ($op eq 'move') {
+    my ($from, $at) = splice(@ARGV, 0, 2);
+    syscall(165, $from, $at, 0, 0x2000, 0) == 0 or fail("move $from");
   } elsif ($op eq 'image') {
     my ($img, $at, $flags, $data, $dev) = splice(@ARGV, 0, 5);
     if ($dev eq '') {
@@ -71,6 +76,8 @@ export function mountOptions(options: string): { flags: number; data: string } {
 export type MountOp =
   /** `source`: the name mountinfo shows for it. */
   | { kind: 'tmpfs'; source: string; at: string; options: string }
+  /** A mount moved (MS_MOVE: `mount --move from at`). */
+  | { kind: 'move'; from: string; at: string }
   /** `device`: a loop device already bound to the image (reused), else a free one is bound. */
   | { kind: 'image'; img: string; at: string; options: string; device: string | null };
 
@@ -78,6 +85,10 @@ export type MountOp =
 export function mountAll(ops: MountOp[]): Promise<string | null> {
   const argv: string[] = [];
   for (const op of ops) {
+    if (op.kind === 'move') {
+      argv.push('move', op.from, op.at);
+      continue;
+    }
     const { flags, data } = mountOptions(op.options);
     if (op.kind === 'tmpfs') argv.push('tmpfs', op.source, op.at, String(flags), data);
     else argv.push('image', op.img, op.at, String(flags), data, op.device ?? '');

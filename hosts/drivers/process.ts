@@ -1,5 +1,5 @@
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { createHash } from 'node:crypto';
+import { createHash, randomBytes } from 'node:crypto';
 import { chmodSync, chownSync, closeSync, existsSync, mkdirSync, openSync, readlinkSync, readFileSync, renameSync, rmSync, statSync, writeFileSync, readdirSync } from 'node:fs';
 import { createServer, connect, type Server, type Socket } from 'node:net';
 import { createServer as createHttpServer, type IncomingMessage, type RequestListener, type Server as HttpServer } from 'node:http';
@@ -73,6 +73,11 @@ export interface ProcessDriverOptions {
    * where disks could fill it, in the capabilities' `missing`.
    */
   protect?: Array<{ what: string; path: string }>;
+  /**
+   * GATEWAY_SANDBOX_POOL: sandboxes kept started ahead for environments' first starts (as
+   * root, with image disks; default 1, 0: none). Each holds a disk of the size last asked for.
+   */
+  sandboxPool?: number;
   log: Logger;
 }
 
@@ -104,6 +109,39 @@ interface Vm {
   loop: string | null;
   /** The teardown, once: its exit and a stop both ask for it, and a late second unmount would hit the next start's mounts. */
   torn?: Promise<void>;
+  /** Its host uid. */
+  uid: number;
+}
+
+/** A sandbox started and its relay listening. */
+interface Launched {
+  proc: ChildProcess;
+  initPid: number;
+  exited: Promise<void>;
+}
+
+/** A sandbox started ahead for no environment (issue 29): claimed by one, or destroyed. */
+interface Slot {
+  name: string;
+  dir: string;
+  uid: number;
+  gib: number;
+  loop: string | null;
+  launched: Launched;
+  bridge: Server;
+  bridgeSockets: Set<Socket>;
+  /** Its exit before a claim: out of the pool, destroyed. */
+  onExit: () => void;
+}
+
+/** The uid recorded for an environment whose sandbox was a slot (its directory's `uid`), or null. */
+function recordedUid(envDir: string): number | null {
+  try {
+    const n = Number(readFileSync(join(envDir, 'uid'), 'utf8').trim());
+    return Number.isInteger(n) && n >= BASE_UID && n < BASE_UID + UID_RANGE ? n : null;
+  } catch {
+    return null;
+  }
 }
 
 /** The unprivileged host uid an environment runs as (root only). */
@@ -158,7 +196,7 @@ export function netSealed(dev: string, route: string): boolean {
  * $1: the environment's directory; then the command.
  */
 const PRIVATE_MOUNT = `/usr/bin/mount --rbind -- "$1" /mnt || exit 124; shift
-/usr/bin/awk '$5 ~ /\\/env_[0-9a-f]+\\/(disk|service|etc|disk[.]migrate)$/ { print $5 }' /proc/self/mountinfo | /usr/bin/sort -r | /usr/bin/xargs -r -d '\\n' /usr/bin/umount -l --
+/usr/bin/awk '$5 ~ /\\/(env|slot)_[0-9a-f]+\\/(disk|service|etc|disk[.]migrate)$/ { print $5 }' /proc/self/mountinfo | /usr/bin/sort -r | /usr/bin/xargs -r -d '\\n' /usr/bin/umount -l --
 exec "$@"`;
 const CGROUP_JOIN = 'n=$1; shift; while [ "$n" -gt 0 ]; do echo $$ > "$1" || exit 125; shift; n=$((n-1)); done; exec "$@"';
 
@@ -180,6 +218,13 @@ export class ProcessDriver implements HostDriver {
   readonly #images: DiskImages | null;
   /** bubblewrap here takes --disable-userns and --seccomp (0.8 and later; probed). */
   #hardened = false;
+  /** Sandboxes started ahead, each for one environment's first start (issue 29): ready, the one starting, how many to keep. */
+  readonly #slots: Slot[] = [];
+  #filling: Promise<void> | null = null;
+  /** Slots a process that is gone left (a crash): killed and unmounted before any new slot starts. */
+  readonly #reaped: Promise<void>;
+  readonly #poolSize: number;
+  #closed = false;
 
   constructor(private readonly opts: ProcessDriverOptions) {
     mkdirSync(opts.rootDir, { recursive: true, mode: 0o700 });
@@ -204,6 +249,8 @@ export class ProcessDriver implements HostDriver {
       else missing.push(tools.missing!);
     }
     this.#images = images;
+    this.#poolSize = this.#root && images ? Math.max(0, opts.sandboxPool ?? 1) : 0;
+    this.#reaped = this.#reapSlots();
     this.#checkShared(missing);
     this.#caps = {
       driver: 'process',
@@ -322,8 +369,20 @@ export class ProcessDriver implements HostDriver {
     return join(this.opts.rootDir, id);
   }
 
+  /** The environment's host uid: recorded at a slot's claim, else hashed from its id (root); the service's otherwise. */
   #uid(id: string): number {
-    return this.#root ? sandboxUid(id) : process.getuid!();
+    if (!this.#root) return process.getuid!();
+    return this.#vms.get(id)?.uid ?? recordedUid(this.#dir(id)) ?? sandboxUid(id);
+  }
+
+  /** The slots ready for a claim: their uids and disk sizes (tests, and the host's own view). */
+  readySlots(): Array<{ name: string; uid: number; gib: number }> {
+    return this.#slots.map((s) => ({ name: s.name, uid: s.uid, gib: s.gib }));
+  }
+
+  /** The host uid a running environment's processes run as (tests find them by it). */
+  uidOf(id: string): number | null {
+    return this.#vms.get(id)?.uid ?? null;
   }
 
   /** Host paths never reach the developer (failure_reason). */
@@ -388,17 +447,22 @@ export class ProcessDriver implements HostDriver {
     }
     // Whatever a previous run left mounted here goes first (a crash; the stale tmpfs).
     for (const m of mountsUnder(dir)) await run('/usr/bin/umount', ['-l', '--', m]);
+    const img = this.#images ? join(dir, 'disk.img') : null;
+    // Grown before it is mounted: offline, which needs no more than root.
+    if (img) await this.#grow(spec, img, null);
+    return this.#mountInto(dir, img);
+  }
+
+  /** The two tmpfs and the image (when disks are images) mounted under `dir`, in one helper process (mounts.ts); the loop device. */
+  async #mountInto(dir: string, img: string | null): Promise<string | null> {
     const tmpfs: MountOp[] = [
       { kind: 'tmpfs', source: 'service', at: join(dir, 'service'), options: SERVICE_TMPFS },
       { kind: 'tmpfs', source: 'etc', at: join(dir, 'etc'), options: ETC_TMPFS },
     ];
     let loop: string | null = null;
-    if (!this.#images) await mountAll(tmpfs);
+    if (!img || !this.#images) await mountAll(tmpfs);
     else {
-      const img = join(dir, 'disk.img');
       const disk = join(dir, 'disk');
-      // Grown before it is mounted: offline, which needs no more than root.
-      await this.#grow(spec, img, null);
       const device = await this.#images.boundDevice(img);
       try {
         loop = await mountAll([...tmpfs, { kind: 'image', img, at: disk, options: IMAGE_MOUNT_OPTIONS, device }]);
@@ -442,7 +506,10 @@ export class ProcessDriver implements HostDriver {
   }
 
   async applySurface(id: string, s: Surface): Promise<void> {
-    const service = join(this.#dir(id), 'service');
+    await this.#writeSurface(join(this.#dir(id), 'service'), s);
+  }
+
+  async #writeSurface(service: string, s: Surface): Promise<void> {
     if (!existsSync(join(service, 'files'))) return;
     writeAtomic(join(service, 'env'), envFile(s.env), 0o644);
     writeAtomic(join(service, 'ca.pem'), s.caPem, 0o644);
@@ -461,6 +528,15 @@ export class ProcessDriver implements HostDriver {
   async start(spec: VmSpec, surface: Surface): Promise<void> {
     if (this.#vms.has(spec.id)) return;
     if (!this.#caps.namespaces) throw new DriverError('start_failed', 'this host cannot create namespaces');
+    const slot = this.#takeSlot(spec);
+    if (slot) {
+      try {
+        await this.#claim(spec, surface, slot);
+        return;
+      } finally {
+        this.#refillSlots();
+      }
+    }
     await this.create(spec);
     const dir = this.#dir(spec.id);
     let loop: string | null;
@@ -474,8 +550,46 @@ export class ProcessDriver implements HostDriver {
     await this.applySurface(spec.id, surface);
     const service = join(dir, 'service');
     const uid = this.#uid(spec.id);
-
     // The bridge first, so the relay inside finds the socket the moment it starts.
+    const { bridge, bridgeSockets } = await this.#bridge(service);
+    const { control, browser } = await this.#environmentSockets(spec.id, service);
+    this.#cgroups.remove(spec.id);
+    this.#cgroups.create(spec.id, { cpus: spec.cpus, memoryMib: spec.memoryMib, pidsMax: PIDS_MAX });
+    let sandbox: Launched | null = null;
+    try {
+      sandbox = await this.#launch(dir, spec.id, uid);
+      const vm: Vm = {
+        spec, proc: sandbox.proc, initPid: sandbox.initPid, status: 'running', bridge, bridgeSockets, control, browser, expectedExit: false, exited: sandbox.exited, execSeq: 0, loop, uid,
+      };
+      this.#running(vm);
+      // The next first start's disk, made while this one's first exec runs (disk-image.ts).
+      void this.#images?.refill().then(() => this.#refillSlots());
+    } catch (err) {
+      bridge.close();
+      control?.close();
+      browser?.close();
+      this.#cgroups.remove(spec.id);
+      await this.#unmountAll(spec.id);
+      // The reason is shown to the developer (failure_reason): no host path in it.
+      throw new DriverError('start_failed', this.#scrub((err as Error).message));
+    }
+  }
+
+  /** A running sandbox's record: its exit is news (unless the host stops it), and its teardown happens once. */
+  #running(vm: Vm): void {
+    const id = vm.spec.id;
+    this.#vms.set(id, vm);
+    vm.proc.once('exit', (code, signal) => {
+      if (this.#vms.get(id) !== vm) return;
+      this.#vms.delete(id);
+      void this.#teardownOnce(id, vm).then(() => {
+        if (!vm.expectedExit) for (const l of this.#exitListeners) l(id, { code, signal });
+      });
+    });
+  }
+
+  /** /run/service/gateway.sock: the sandbox's one way out, to the gateway proxy (no identity: the agent's proxy credentials are). */
+  async #bridge(service: string): Promise<{ bridge: Server; bridgeSockets: Set<Socket> }> {
     const sockPath = join(service, 'gateway.sock');
     rmSync(sockPath, { force: true });
     const bridgeSockets = new Set<Socket>();
@@ -492,14 +606,18 @@ export class ProcessDriver implements HostDriver {
       bridge.listen(sockPath, () => resolve());
     });
     chmodSync(sockPath, 0o666);
-    // The control socket: one per environment, so the socket is the identity.
+    return { bridge, bridgeSockets };
+  }
+
+  /** The environment's control and browser sockets: one pair per environment, so the socket is the identity. */
+  async #environmentSockets(id: string, service: string): Promise<{ control: HttpServer | null; browser: HttpServer | null }> {
     let control: HttpServer | null = null;
     if (this.opts.control) {
       const ctlPath = join(service, 'control.sock');
       rmSync(ctlPath, { force: true });
       // A caller's process is looked up in the sandbox's own namespaces.
-      control = createHttpServer(this.opts.control(spec.id, (socket) => {
-        const vm = this.#vms.get(spec.id);
+      control = createHttpServer(this.opts.control(id, (socket) => {
+        const vm = this.#vms.get(id);
         return vm ? peerOf(socket, vm.initPid) : Promise.resolve(null);
       }));
       control.headersTimeout = 10_000;
@@ -510,7 +628,6 @@ export class ProcessDriver implements HostDriver {
       });
       chmodSync(ctlPath, 0o666);
     }
-
     // The browser socket: WebSocket upgrades only, for this environment's leases.
     let browser: HttpServer | null = null;
     if (this.opts.browser) {
@@ -519,21 +636,26 @@ export class ProcessDriver implements HostDriver {
       browser = createHttpServer((_req, res) => {
         res.writeHead(404, { 'content-type': 'application/json' }).end('{"error":"not_found","message":"CDP endpoints only (WebSocket)"}');
       });
-      browser.on('upgrade', this.opts.browser(spec.id));
+      browser.on('upgrade', this.opts.browser(id));
       await new Promise<void>((resolve, reject) => {
         browser!.once('error', reject);
         browser!.listen(brPath, () => resolve());
       });
       chmodSync(brPath, 0o666);
     }
+    return { control, browser };
+  }
 
-    this.#cgroups.remove(spec.id);
-    this.#cgroups.create(spec.id, { cpus: spec.cpus, memoryMib: spec.memoryMib, pidsMax: PIDS_MAX });
-
+  /**
+   * Starts bubblewrap on `dir` (its disk, /run/service and /etc mounted there) in the
+   * cgroups named `cgroup`, as host uid `uid`; resolves once the relay inside listens
+   * (running means an exec reaches the gateway). On failure the tree is killed and gone.
+   */
+  async #launch(dir: string, cgroup: string, uid: number): Promise<Launched> {
     // bwrap runs as the environment's unprivileged uid, which cannot traverse DATA_DIR
-    // (0700): the wrapper, still root, makes a private mount namespace where only this
-    // environment's directory is bound at /mnt, and bwrap binds from there. The sources
-    // are filesystems of their own (image, tmpfs), so their roots inside are `/`.
+    // (0700): the launcher, still root, makes a private mount namespace where only this
+    // directory is bound at /mnt, and bwrap binds from there. The sources are filesystems
+    // of their own (image, tmpfs), so their roots inside are `/`.
     const args: string[] = [
       '--unshare-all', '--unshare-user', ...(this.#hardened ? ['--disable-userns', '--seccomp', '4'] : []),
       '--die-with-parent', '--new-session', '--uid', String(AGENT_UID), '--gid', String(AGENT_UID), '--hostname', 'env', '--info-fd', '3',
@@ -551,7 +673,7 @@ export class ProcessDriver implements HostDriver {
       '--chdir', AGENT_HOME, '--clearenv', '--setenv', 'PATH', '/usr/local/bin:/usr/bin:/bin', '--setenv', 'HOME', AGENT_HOME,
       '--', ...this.#relay,
     );
-    const procs = this.#cgroups.procsFiles(spec.id);
+    const procs = this.#cgroups.procsFiles(cgroup);
     const [unshare, bwrap] = [which('unshare')!, which('bwrap')!];
     const argv = this.#root
       ? [PERL, '-e', START_LAUNCHER, String(procs.length), ...procs, dir, String(uid), bwrap, ...args]
@@ -572,28 +694,201 @@ export class ProcessDriver implements HostDriver {
       const initPid = await this.#readChildPid(proc, () => stderr);
       this.#checkSealed(initPid);
       await this.#waitRelay(initPid, proc, () => stderr);
-      const vm: Vm = { spec, proc, initPid, status: 'running', bridge, bridgeSockets, control, browser, expectedExit: false, exited, execSeq: 0, loop };
-      this.#vms.set(spec.id, vm);
-      // The next first start's disk, made while this one's first exec runs (disk-image.ts).
-      void this.#images?.refill();
-      proc.once('exit', (code, signal) => {
-        if (this.#vms.get(spec.id) !== vm) return;
-        this.#vms.delete(spec.id);
-        void this.#teardownOnce(spec.id, vm).then(() => {
-          if (!vm.expectedExit) for (const l of this.#exitListeners) l(spec.id, { code, signal });
-        });
-      });
+      return { proc, initPid, exited };
     } catch (err) {
       proc.kill('SIGKILL');
-      await this.#cgroups.kill(spec.id);
+      await this.#cgroups.kill(cgroup);
       await exited;
-      bridge.close();
-      control?.close();
-      browser?.close();
+      throw err;
+    }
+  }
+
+  /**
+   * A ready slot for this start (issue 29), taken out of the pool at once (a slot serves one
+   * environment, ever): only for an environment's first start (no disk yet: the slot's disk
+   * becomes its disk) of the slot's disk size.
+   */
+  #takeSlot(spec: VmSpec): Slot | null {
+    if (!this.#slots.length || existsSync(join(this.#dir(spec.id), 'disk.img'))) return null;
+    const at = this.#slots.findIndex((s) => s.gib === spec.diskGib);
+    if (at < 0) return null;
+    return this.#slots.splice(at, 1)[0]!;
+  }
+
+  /**
+   * Makes a ready slot the environment's. In order: its uid recorded as the environment's
+   * (first: no later start may take another), its disk image renamed into the environment's
+   * directory and its three mounts moved there (MS_MOVE: the sandbox's own copy keeps them,
+   * the host's paths become the environment's as for any start), its cgroups become the
+   * environment's, processes and all, with the environment's limits (Cgroups.adopt), the
+   * environment's surface and sockets in its /run/service. The slot ran nothing but its
+   * relay, as that uid, in a sealed network namespace (checked again): from here it is the
+   * environment's as if started for it. A slot that cannot be claimed is destroyed, its
+   * fresh disk with it, and the start fails.
+   */
+  async #claim(spec: VmSpec, surface: Surface, slot: Slot): Promise<void> {
+    const dir = this.#dir(spec.id);
+    // Its exit is the claim's to see from here (the checks below), not the pool's.
+    slot.launched.proc.off('exit', slot.onExit);
+    let sockets: { control: HttpServer | null; browser: HttpServer | null } = { control: null, browser: null };
+    try {
+      for (const sub of ['disk', 'service', 'etc']) mkdirSync(join(dir, sub), { recursive: true, mode: sub === 'disk' ? 0o700 : 0o755 });
+      chmodSync(dir, 0o755);
+      writeAtomic(join(dir, 'uid'), `${slot.uid}\n`, 0o644);
+      renameSync(join(slot.dir, 'disk.img'), join(dir, 'disk.img'));
+      await mountAll(['disk', 'service', 'etc'].map((sub) => ({ kind: 'move' as const, from: join(slot.dir, sub), at: join(dir, sub) })));
       this.#cgroups.remove(spec.id);
+      this.#cgroups.adopt(slot.name, spec.id);
+      this.#cgroups.create(spec.id, { cpus: spec.cpus, memoryMib: spec.memoryMib, pidsMax: PIDS_MAX });
+      this.#checkSealed(slot.launched.initPid);
+      if (slot.launched.proc.exitCode !== null || slot.launched.proc.signalCode !== null) throw new Error('the sandbox exited before its claim');
+      await this.applySurface(spec.id, surface);
+      sockets = await this.#environmentSockets(spec.id, join(dir, 'service'));
+    } catch (err) {
+      sockets.control?.close();
+      sockets.browser?.close();
+      await this.#cgroups.kill(spec.id);
+      this.#cgroups.remove(spec.id);
+      await this.#destroySlot(slot);
       await this.#unmountAll(spec.id);
-      // The reason is shown to the developer (failure_reason): no host path in it.
+      rmSync(join(dir, 'disk.img'), { force: true });
+      rmSync(join(dir, 'uid'), { force: true });
       throw new DriverError('start_failed', this.#scrub((err as Error).message));
+    }
+    // Its mounts moved away: empty directories (never a recursive delete through a mount).
+    if (!mountsUnder(slot.dir).length) rmSync(slot.dir, { recursive: true, force: true });
+    const vm: Vm = {
+      spec, proc: slot.launched.proc, initPid: slot.launched.initPid, status: 'running', bridge: slot.bridge, bridgeSockets: slot.bridgeSockets, ...sockets,
+      expectedExit: false, exited: slot.launched.exited, execSeq: 0, loop: slot.loop, uid: slot.uid,
+    };
+    this.#running(vm);
+    if (slot.launched.proc.exitCode !== null || slot.launched.proc.signalCode !== null) {
+      // It died between the check and the listener: its exit is the environment's now.
+      this.#vms.delete(spec.id);
+      await this.#teardownOnce(spec.id, vm);
+      throw new DriverError('start_failed', 'the sandbox exited at start');
+    }
+  }
+
+  /** Starts slots until the pool has its size (one at a time, in the background; never throws). */
+  #refillSlots(): void {
+    if (this.#filling || this.#closed || !this.#images || !this.#root || this.#slots.length >= this.#poolSize) return;
+    const gib = this.#images.lastGib();
+    if (gib === null) return;
+    this.#filling = this.#reaped.then(() => this.#startSlot(gib))
+      .then((slot) => {
+        if (this.#closed) return void this.#destroySlot(slot);
+        this.#slots.push(slot);
+      })
+      .catch((err: Error) => this.opts.log.warn({ err: this.#scrub(err.message) }, 'a sandbox slot could not be started'))
+      .finally(() => {
+        this.#filling = null;
+        if (this.#slots.length < this.#poolSize && !this.#closed) setImmediate(() => this.#refillSlots());
+      });
+  }
+
+  /** A sandbox started ahead for no environment yet: its own uid (allocated), cgroups, disk of `gib`, /etc and relay. */
+  async #startSlot(gib: number): Promise<Slot> {
+    const name = `slot_${process.pid.toString(16).padStart(8, '0')}${randomBytes(8).toString('hex')}`;
+    const dir = join(this.opts.rootDir, name);
+    const uid = this.#allocateUid();
+    mkdirSync(join(dir, 'disk'), { recursive: true, mode: 0o700 });
+    mkdirSync(join(dir, 'service'), { mode: 0o755 });
+    mkdirSync(join(dir, 'etc'), { mode: 0o755 });
+    chmodSync(dir, 0o755);
+    const img = join(dir, 'disk.img');
+    let loop: string | null = null;
+    let bridged: { bridge: Server; bridgeSockets: Set<Socket> } | null = null;
+    try {
+      await this.#images!.ensure(img, gib, uid);
+      loop = await this.#mountInto(dir, img);
+      this.#writeEtc(dir);
+      bridged = await this.#bridge(join(dir, 'service'));
+      // Until its claim, the slot's own small limits (the relay needs a few MiB).
+      this.#cgroups.create(name, { cpus: 1, memoryMib: 64, pidsMax: 64 });
+      const launched = await this.#launch(dir, name, uid);
+      const slot: Slot = { name, dir, uid, gib, loop, launched, ...bridged, onExit: () => {} };
+      slot.onExit = () => {
+        const at = this.#slots.indexOf(slot);
+        if (at >= 0) this.#slots.splice(at, 1);
+        void this.#destroySlot(slot);
+      };
+      launched.proc.once('exit', slot.onExit);
+      return slot;
+    } catch (err) {
+      bridged?.bridge.close();
+      this.#cgroups.remove(name);
+      await this.#images!.release(img, mountsUnder(dir));
+      rmSync(dir, { recursive: true, force: true });
+      throw err;
+    }
+  }
+
+  /** Resolves once the slots a previous run left are removed (the constructor starts it). */
+  slotsReaped(): Promise<void> {
+    return this.#reaped;
+  }
+
+  async #reapSlots(): Promise<void> {
+    let names: string[];
+    try {
+      names = readdirSync(this.opts.rootDir);
+    } catch {
+      return;
+    }
+    for (const name of names) {
+      const pid = /^slot_([0-9a-f]{8})[0-9a-f]{16}$/.exec(name)?.[1];
+      if (!pid || pidAlive(parseInt(pid, 16))) continue;
+      const dir = join(this.opts.rootDir, name);
+      try {
+        await this.#cgroups.kill(name);
+        this.#cgroups.remove(name);
+        const mounted = mountsUnder(dir);
+        if (this.#images) await this.#images.release(join(dir, 'disk.img'), mounted);
+        else for (const m of mounted) await run('/usr/bin/umount', ['-l', '--', m]);
+        if (!mountsUnder(dir).length) rmSync(dir, { recursive: true, force: true });
+        this.opts.log.info({ slot: name }, 'a sandbox slot a previous run left was removed');
+      } catch (err) {
+        this.opts.log.warn({ slot: name, err: this.#scrub((err as Error).message) }, 'a sandbox slot a previous run left could not be removed');
+      }
+    }
+  }
+
+  /** Kills a slot that no environment has (or whose claim failed), unmounts what is still mounted in its directory and deletes it. */
+  async #destroySlot(slot: Slot): Promise<void> {
+    slot.launched.proc.kill('SIGKILL');
+    await this.#cgroups.kill(slot.name);
+    await slot.launched.exited;
+    slot.bridge.close();
+    for (const s of slot.bridgeSockets) s.destroy();
+    this.#cgroups.remove(slot.name);
+    await this.#images!.release(join(slot.dir, 'disk.img'), mountsUnder(slot.dir));
+    if (!mountsUnder(slot.dir).length) rmSync(slot.dir, { recursive: true, force: true });
+  }
+
+  /**
+   * A host uid no environment and no process uses (a slot's, recorded as its environment's
+   * at the claim): random in the environments' range, not the hashed uid of any environment
+   * or browser of this host's directory, not recorded for one, not any live process's.
+   */
+  #allocateUid(): number {
+    const taken = new Set<number>(this.#slots.map((s) => s.uid));
+    for (const vm of this.#vms.values()) taken.add(vm.uid);
+    for (const name of readdirSync(this.opts.rootDir)) {
+      if (!/^env_[0-9a-f]{24}$/.test(name)) continue;
+      taken.add(sandboxUid(name));
+      const recorded = recordedUid(join(this.opts.rootDir, name));
+      if (recorded !== null) taken.add(recorded);
+    }
+    for (const p of readdirSync('/proc')) {
+      if (!/^\d+$/.test(p)) continue;
+      try {
+        taken.add(statSync(`/proc/${p}`).uid);
+      } catch { /* gone */ }
+    }
+    for (;;) {
+      const uid = BASE_UID + (randomBytes(4).readUInt32BE(0) % UID_RANGE);
+      if (!taken.has(uid)) return uid;
     }
   }
 
@@ -854,7 +1149,16 @@ export class ProcessDriver implements HostDriver {
   }
 
   async close(): Promise<void> {
-    await Promise.all([...this.#vms.keys()].map((id) => this.stop(id).catch(() => {})));
+    this.#closed = true;
+    await this.#filling;
+    const slots = this.#slots.splice(0);
+    await Promise.all([
+      ...slots.map((slot) => {
+        slot.launched.proc.off('exit', slot.onExit);
+        return this.#destroySlot(slot).catch(() => {});
+      }),
+      ...[...this.#vms.keys()].map((id) => this.stop(id).catch(() => {})),
+    ]);
   }
 }
 
@@ -874,3 +1178,13 @@ function splitNetFiles(out: string): [string, string] {
 
 /** Where bubblewrap cannot load a filter (missing says so), exec loads one that allows everything: ret ALLOW. */
 const ALLOW_ALL = Buffer.from([0x06, 0, 0, 0, 0x00, 0x00, 0xff, 0x7f]);
+
+/** Whether a process of this pid exists. */
+function pidAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code === 'EPERM';
+  }
+}

@@ -3,6 +3,7 @@ import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'no
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { startTestService, type TestService } from './service.js';
+import { ProcessDriver } from '../../hosts/drivers/process.js';
 import { startFakeUpstream, type FakeUpstream } from './upstream.js';
 import {
   environmentProcesses, exec, hostAddresses, interfaces, ipv4Routes, ipv6Routes, pollUntil, sameLoopOnHost, sh, skipWithoutRuntime, tcpProbe, tcpProbeFromHost, waitState as waitStateDefault, withDeadline,
@@ -17,6 +18,11 @@ export interface RuntimeSuiteOptions {
   skip(ctx: Mocha.Context): void;
   /** Extra service variables (the qemu image directory, say). */
   env?: Record<string, string>;
+  /**
+   * The process sandbox only: the environment under test is started from a slot of the pool
+   * (issue 29) rather than cold, so every test below runs on a claimed sandbox too.
+   */
+  claimed?: boolean;
 }
 
 /**
@@ -29,7 +35,7 @@ export interface RuntimeSuiteOptions {
  * host cannot read), the expectation says which and why.
  */
 export function runtimeSuite(kind: RuntimeKind, opts: RuntimeSuiteOptions = { skip: skipWithoutRuntime }): void {
-describe(`environments runtime (${kind === 'process' ? 'process sandbox' : 'QEMU microVM'})`, function () {
+describe(`environments runtime (${kind === 'process' ? `process sandbox${opts.claimed ? ', started from a slot' : ''}` : 'QEMU microVM'})`, function () {
   this.timeout(kind === 'qemu' ? 240_000 : 60_000);
   const vm = kind === 'qemu';
   const waitState = (api: TestService['api'], id: string, want: string) => waitStateDefault(api, id, want, vm ? 180_000 : 15_000);
@@ -37,6 +43,7 @@ describe(`environments runtime (${kind === 'process' ? 'process sandbox' : 'QEMU
   let up: FakeUpstream;
   let dir: string;
   let env: any;
+  let slot: { name: string; uid: number } | null = null;
 
   before(async function () {
     opts.skip(this);
@@ -49,6 +56,14 @@ describe(`environments runtime (${kind === 'process' ? 'process sandbox' : 'QEMU
       GATEWAY_UPSTREAM_OVERRIDES: ['api.example.com', 'oauth2.googleapis.com', 'gmail.googleapis.com'].map((h) => `${h}=127.0.0.1:${up.port}`).join(','),
       GATEWAY_UPSTREAM_CA_FILE: join(dir, 'upstream-ca.pem'),
     });
+    if (opts.claimed) {
+      // A first start leaves a slot of its disk size ready; the environment under test takes it.
+      const warm = await t.api.post('/v1/environments', { end_user_id: 'runtime-warm-up', resources: { cpus: 1, memory_mib: 512 } });
+      await waitState(t.api, warm.body.id, 'running');
+      const driver = t.svc.host!.driver as ProcessDriver;
+      slot = (await pollUntil(() => driver.readySlots(), (s) => s.length > 0, 30_000))[0]!;
+      expect((await t.api.delete(`/v1/environments/${warm.body.id}`)).status).to.be.oneOf([200, 202]);
+    }
     const created = await t.api.post('/v1/environments', {
       end_user_id: 'runtime-user',
       resources: { cpus: 1, memory_mib: 512 },
@@ -75,6 +90,27 @@ describe(`environments runtime (${kind === 'process' ? 'process sandbox' : 'QEMU
     expect(host.status).to.equal('online');
     expect(host.capabilities).to.include({ network_sealed: true, namespaces: true });
   });
+
+  if (opts.claimed) {
+    it('was started from a slot: its processes run as the slot\'s uid, recorded as the environment\'s; in the environment\'s cgroups; its mounts at the environment\'s paths; the slot\'s directory gone', async () => {
+      const driver = t.svc.host!.driver as ProcessDriver;
+      const { name, uid } = slot!;
+      expect(driver.uidOf(env.id)).to.equal(uid);
+      const envDir = join(resolve(t.svc.dataDir), 'environments', env.id);
+      expect(readFileSync(join(envDir, 'uid'), 'utf8').trim()).to.equal(String(uid));
+      const procs = environmentProcesses(env.id);
+      expect(procs.map((p) => p.comm)).to.include.members(['bwrap', 'socat']);
+      for (const p of procs) expect(p.uids, p.comm).to.deep.equal([uid, uid, uid, uid]);
+      const mounts = readFileSync('/proc/self/mountinfo', 'utf8').split('\n').map((l) => l.split(' ')[4]);
+      expect(mounts).to.include.members(['disk', 'service', 'etc'].map((s) => join(envDir, s)));
+      expect(mounts.filter((m) => m?.includes(`/${name}/`))).to.deep.equal([]);
+      expect(existsSync(join(resolve(t.svc.dataDir), 'environments', name))).to.equal(false);
+      // The next slot is another uid: a slot serves one environment, ever.
+      const next = await pollUntil(() => driver.readySlots(), (s) => s.length > 0, 30_000);
+      expect(next[0]!.uid).to.not.equal(uid);
+      expect(next[0]!.name).to.not.equal(name);
+    });
+  }
 
   it('gives processes the placeholder, never the secret value, and the gateway proxy and CA variables', async () => {
     const r = await sh(t.api, env.id, 'printenv API_KEY; printenv GREETING; echo $HTTPS_PROXY; echo $SSL_CERT_FILE $NODE_EXTRA_CA_CERTS $REQUESTS_CA_BUNDLE $CURL_CA_BUNDLE $GIT_SSL_CAINFO; id -un; pwd');

@@ -7,7 +7,7 @@ import { startTestService, type TestService } from '../helpers/service.js';
 import { startFakeUpstream, type FakeUpstream } from '../helpers/upstream.js';
 import { exec, sh, skipWithoutRuntime, waitState } from '../helpers/runtime.js';
 import { skipOrFailInCI } from '../helpers/ci-gate.js';
-import { ProcessDriver, sandboxUid } from '../../hosts/drivers/process.js';
+import { ProcessDriver } from '../../hosts/drivers/process.js';
 import { silentLogger } from '../../lib/log.js';
 
 /**
@@ -150,7 +150,7 @@ describe('security: disk_gib is enforced (issue 24, item 4)', function () {
     await waitState(t.api, other, 'running');
     // Its processes on the host side (bwrap's outer one lives in the wrapper's copy of the
     // host's mount namespace) hold no mount of this environment.
-    const uid = sandboxUid(other);
+    const uid = (t.svc.host!.driver as ProcessDriver).uidOf(other)!;
     const theirs = readdirSync('/proc').filter((p) => /^\d+$/.test(p)).filter((p) => {
       try {
         return statSync(`/proc/${p}`).uid === uid;

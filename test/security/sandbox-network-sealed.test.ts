@@ -5,7 +5,7 @@ import { randomBytes } from 'node:crypto';
 import { startTestService, type TestService } from '../helpers/service.js';
 import { sh, skipWithoutRuntime, waitState } from '../helpers/runtime.js';
 import { skipOrFailInCI } from '../helpers/ci-gate.js';
-import { ProcessDriver, sandboxUid } from '../../hosts/drivers/process.js';
+import { ProcessDriver } from '../../hosts/drivers/process.js';
 
 /**
  * Issue 24, item 6 (part): the `network_sealed` capability read a start-up flag, not the
@@ -47,7 +47,7 @@ describe('security: network_sealed is the sandbox\'s real network namespace (iss
     expect(driver.networkSealed(envId)).to.equal(true);
     // A process of the sandbox, found by the environment's own host uid, in a network
     // namespace that is not the host's (bwrap's outer process has the uid too).
-    const uid = sandboxUid(envId);
+    const uid = driver.uidOf(envId)!;
     const hostNet = readlinkSync('/proc/self/ns/net');
     const pid = readdirSync('/proc').filter((p) => /^\d+$/.test(p)).find((p) => {
       try {

@@ -4,7 +4,7 @@ import { startFakeUpstream, type FakeUpstream } from '../helpers/upstream.js';
 import { exec, sh, skipWithoutRuntime, waitState } from '../helpers/runtime.js';
 import { spawnSync } from 'node:child_process';
 import { mkdtempSync, readdirSync, readlinkSync, rmSync, statSync, writeFileSync } from 'node:fs';
-import { sandboxUid } from '../../hosts/drivers/process.js';
+import { ProcessDriver } from '../../hosts/drivers/process.js';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
@@ -105,7 +105,7 @@ describe('security: no nested user namespace, and a seccomp filter on every proc
     // namespace with no filter (nsenter as root) and tries: only the namespace limit that
     // --disable-userns sets answers (ENOSPC, "No space left on device"). As the agent's uid
     // (1000 inside), which without that limit may make one (the control below shows it can enter).
-    const uid = sandboxUid(envId);
+    const uid = (t.svc.host!.driver as ProcessDriver).uidOf(envId)!;
     const hostNet = readlinkSync('/proc/self/ns/net');
     const pid = readdirSync('/proc').filter((p) => /^\d+$/.test(p)).find((p) => {
       try {

@@ -1,0 +1,105 @@
+import { expect } from 'chai';
+import { execFileSync } from 'node:child_process';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { ProcessDriver, sandboxUid } from '../../hosts/drivers/process.js';
+import { startTestService, type TestService } from '../helpers/service.js';
+import { pollUntil, sh, skipWithoutRuntime, waitState } from '../helpers/runtime.js';
+import { silentLogger } from '../../lib/log.js';
+
+/**
+ * The process sandbox's pool (issue 29): sandboxes started ahead, each claimed by one
+ * environment's first start of its disk size. The runtime suite runs whole on a claimed
+ * sandbox (test/integration/environments-runtime.test.ts); here, what decides a claim and
+ * what a crash leaves.
+ */
+describe('environments: the process sandbox pool', function () {
+  this.timeout(90_000);
+  let t: TestService;
+  let driver: ProcessDriver;
+  const envDir = (id: string): string => join(resolve(t.svc.dataDir), 'environments', id);
+
+  before(async function () {
+    skipWithoutRuntime(this);
+    t = await startTestService({ GATEWAY_RUNTIME: 'process', GATEWAY_SANDBOX_POOL: '1' });
+    driver = t.svc.host!.driver as ProcessDriver;
+    const first = await t.api.post('/v1/environments', { end_user_id: 'pool-first', resources: { cpus: 1, memory_mib: 512, disk_gib: 2 } });
+    await waitState(t.api, first.body.id, 'running');
+    // Cold (the pool is empty until a disk size was asked for), then a slot of 2 GiB.
+    expect(existsSync(join(envDir(first.body.id), 'uid'))).to.equal(false);
+    await pollUntil(() => driver.readySlots(), (s) => s.length === 1 && s[0]!.gib === 2, 30_000);
+  });
+  after(async () => t?.close());
+
+  it('an environment of another disk size starts cold (its hashed uid, nothing recorded); the slot stays for its size', async () => {
+    const slot = driver.readySlots()[0]!;
+    const other = await t.api.post('/v1/environments', { end_user_id: 'pool-other-size', resources: { cpus: 1, memory_mib: 512, disk_gib: 1 } });
+    await waitState(t.api, other.body.id, 'running');
+    expect(driver.uidOf(other.body.id)).to.equal(sandboxUid(other.body.id));
+    expect(existsSync(join(envDir(other.body.id), 'uid'))).to.equal(false);
+    expect(driver.readySlots().map((s) => s.name)).to.deep.equal([slot.name]);
+    await t.api.delete(`/v1/environments/${other.body.id}`);
+  });
+
+  it('two first starts at once with one slot ready: one takes it, the other starts cold; two uids; both run', async () => {
+    const ready = await pollUntil(() => driver.readySlots(), (s) => s.length === 1 && s[0]!.gib === 2, 30_000);
+    const [a, b] = await Promise.all(['pool-a', 'pool-b'].map((u) => t.api.post('/v1/environments', { end_user_id: u, resources: { cpus: 1, memory_mib: 512, disk_gib: 2 } })));
+    await Promise.all([a, b].map((c) => waitState(t.api, c!.body.id, 'running')));
+    const uids = [a, b].map((c) => driver.uidOf(c!.body.id));
+    expect(uids).to.include(ready[0]!.uid);
+    expect(uids[0]).to.not.equal(uids[1]);
+    const recorded = [a, b].filter((c) => existsSync(join(envDir(c!.body.id), 'uid')));
+    expect(recorded).to.have.length(1);
+    expect(readFileSync(join(envDir(recorded[0]!.body.id), 'uid'), 'utf8').trim()).to.equal(String(ready[0]!.uid));
+    for (const c of [a, b]) expect((await sh(t.api, c!.body.id, 'echo ok > f && cat f && id -u')).stdout).to.equal('ok\n1000\n');
+  });
+
+  it('a claimed environment keeps its uid across a stop and a start, and its files', async () => {
+    const ready = await pollUntil(() => driver.readySlots(), (s) => s.length === 1 && s[0]!.gib === 2, 30_000);
+    const c = await t.api.post('/v1/environments', { end_user_id: 'pool-restart', resources: { cpus: 1, memory_mib: 512, disk_gib: 2 } });
+    await waitState(t.api, c.body.id, 'running');
+    expect(driver.uidOf(c.body.id)).to.equal(ready[0]!.uid);
+    await sh(t.api, c.body.id, 'echo kept > mine.txt');
+    // Stop is the idle ladder's move; through the service (the API has no stop call). An exec starts it again.
+    await t.svc.db('environments').where({ id: c.body.id }).update({ desired_state: 'stopped' });
+    t.svc.host!.notify();
+    await waitState(t.api, c.body.id, 'stopped');
+    expect((await sh(t.api, c.body.id, 'cat mine.txt; stat -c %u mine.txt')).stdout).to.equal('kept\n1000\n');
+    expect(driver.uidOf(c.body.id)).to.equal(ready[0]!.uid);
+  });
+});
+
+describe('environments: a sandbox slot a crashed run left is removed at the next start', function () {
+  this.timeout(60_000);
+  let root: string;
+
+  before(function () {
+    skipWithoutRuntime(this);
+    root = mkdtempSync(join(tmpdir(), 'gw-slot-crash-'));
+  });
+  after(() => {
+    if (root) rmSync(root, { recursive: true, force: true });
+  });
+
+  it('its mounts, loop device and directory go (a live process\'s slot stays)', async () => {
+    const rootDir = join(root, 'environments');
+    // A pid that is not alive: past the kernel's pid_max.
+    const dead = join(rootDir, `slot_${(0x7ffffff0).toString(16)}0123456789abcdef`);
+    const live = join(rootDir, `slot_${process.pid.toString(16).padStart(8, '0')}0123456789abcdef`);
+    for (const d of [dead, live]) mkdirSync(join(d, 'service'), { recursive: true });
+    execFileSync('/usr/bin/mount', ['-t', 'tmpfs', 'service', join(dead, 'service')]);
+    execFileSync('/usr/bin/truncate', ['-s', '64M', join(dead, 'disk.img')]);
+    execFileSync('/usr/sbin/mkfs.ext4', ['-q', join(dead, 'disk.img')]);
+    mkdirSync(join(dead, 'disk'));
+    const loop = execFileSync('/usr/sbin/losetup', ['--find', '--show', join(dead, 'disk.img')], { encoding: 'utf8' }).trim();
+    execFileSync('/usr/bin/mount', [loop, join(dead, 'disk')]);
+    const driver = new ProcessDriver({ rootDir, proxy: { host: '127.0.0.1', port: 9 }, hostTag: 'host_slotcrash', insecure: false, log: silentLogger });
+    await driver.slotsReaped();
+    expect(readFileSync('/proc/self/mountinfo', 'utf8')).to.not.include(dead);
+    expect(execFileSync('/usr/sbin/losetup', ['--list', '--noheadings', '--output', 'BACK-FILE'], { encoding: 'utf8' })).to.not.include(dead);
+    expect(existsSync(dead)).to.equal(false);
+    expect(existsSync(live)).to.equal(true);
+    await driver.close();
+  });
+});
