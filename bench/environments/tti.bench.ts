@@ -23,7 +23,7 @@
  * alone with every namespace, as the environment's uid, running /bin/true.
  */
 import { execFileSync, spawn, spawnSync } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, rmSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { sandboxUid } from '../../hosts/drivers/process.js';
@@ -71,7 +71,7 @@ interface Run {
   execDuration: number;
   warmExec: number;
   id: string;
-  /** Started from a slot of the pool (its directory records the slot's uid), not cold. */
+  /** Started from a slot of the pool (the child's log says so), not cold. */
   fromSlot: boolean;
 }
 
@@ -93,7 +93,7 @@ for (let i = 0; i < N; i++) {
   const at = (kind: string) => parse(ev.find((e) => e.kind === kind)?.created_at ?? null);
   runs.push({
     tti: tExec - t0, createAnswer: t1 - t0, created: at('created'), placed: at('placed'), running: at('running'), t0, t1, tExec,
-    execDuration: Number(x.body.duration_ms), warmExec, id, fromSlot: existsSync(join(gw.dataDir, 'environments', id, 'uid')),
+    execDuration: Number(x.body.duration_ms), warmExec, id, fromSlot: gw.lines.some((l) => l.includes(id) && l.includes('started from a sandbox slot')),
   });
   await gw.api('DELETE', `/v1/environments/${id}`);
   for (let k = 0; k < 2000; k++) {

@@ -221,6 +221,8 @@ export class ProcessDriver implements HostDriver {
   /** Sandboxes started ahead, each for one environment's first start (issue 29): ready, the one starting, how many to keep. */
   readonly #slots: Slot[] = [];
   #filling: Promise<void> | null = null;
+  /** Uids of slots being started (not in #slots yet), kept from any other allocation. */
+  readonly #startingSlotUids = new Set<number>();
   /** Slots a process that is gone left (a crash): killed and unmounted before any new slot starts. */
   readonly #reaped: Promise<void>;
   readonly #poolSize: number;
@@ -397,6 +399,12 @@ export class ProcessDriver implements HostDriver {
     mkdirSync(join(dir, 'service'), { recursive: true, mode: 0o755 });
     mkdirSync(join(dir, 'etc'), { recursive: true, mode: 0o755 });
     chmodSync(dir, 0o755);
+    // A new environment (no disk yet, nothing recorded) gets a uid allocated and recorded, so
+    // no two environments of this host share one; one with a disk keeps the uid its files
+    // have (recorded, or hashed from its id as before uids were recorded).
+    if (this.#root && !existsSync(join(dir, 'disk.img')) && recordedUid(dir) === null && readdirSync(disk).length === 0) {
+      writeAtomic(join(dir, 'uid'), `${this.#allocateUid()}\n`, 0o644);
+    }
     if (this.#images) {
       try {
         await this.#migrate(spec, await this.#images.ensure(join(dir, 'disk.img'), spec.diskGib, this.#uid(spec.id)));
@@ -762,6 +770,7 @@ export class ProcessDriver implements HostDriver {
       expectedExit: false, exited: slot.launched.exited, execSeq: 0, loop: slot.loop, uid: slot.uid,
     };
     this.#running(vm);
+    this.opts.log.info({ environment_id: spec.id, slot: slot.name }, 'environment started from a sandbox slot');
     if (slot.launched.proc.exitCode !== null || slot.launched.proc.signalCode !== null) {
       // It died between the check and the listener: its exit is the environment's now.
       this.#vms.delete(spec.id);
@@ -776,10 +785,6 @@ export class ProcessDriver implements HostDriver {
     const gib = this.#images.lastGib();
     if (gib === null) return;
     this.#filling = this.#reaped.then(() => this.#startSlot(gib))
-      .then((slot) => {
-        if (this.#closed) return void this.#destroySlot(slot);
-        this.#slots.push(slot);
-      })
       .catch((err: Error) => this.opts.log.warn({ err: this.#scrub(err.message) }, 'a sandbox slot could not be started'))
       .finally(() => {
         this.#filling = null;
@@ -787,11 +792,12 @@ export class ProcessDriver implements HostDriver {
       });
   }
 
-  /** A sandbox started ahead for no environment yet: its own uid (allocated), cgroups, disk of `gib`, /etc and relay. */
-  async #startSlot(gib: number): Promise<Slot> {
+  /** A sandbox started ahead for no environment yet (its own uid, allocated; cgroups; disk of `gib`; /etc; relay), into the pool. */
+  async #startSlot(gib: number): Promise<void> {
     const name = `slot_${process.pid.toString(16).padStart(8, '0')}${randomBytes(8).toString('hex')}`;
     const dir = join(this.opts.rootDir, name);
     const uid = this.#allocateUid();
+    this.#startingSlotUids.add(uid);
     mkdirSync(join(dir, 'disk'), { recursive: true, mode: 0o700 });
     mkdirSync(join(dir, 'service'), { mode: 0o755 });
     mkdirSync(join(dir, 'etc'), { mode: 0o755 });
@@ -814,13 +820,16 @@ export class ProcessDriver implements HostDriver {
         void this.#destroySlot(slot);
       };
       launched.proc.once('exit', slot.onExit);
-      return slot;
+      if (this.#closed) await this.#destroySlot(slot);
+      else this.#slots.push(slot);
     } catch (err) {
       bridged?.bridge.close();
       this.#cgroups.remove(name);
       await this.#images!.release(img, mountsUnder(dir));
-      rmSync(dir, { recursive: true, force: true });
+      if (!mountsUnder(dir).length) rmSync(dir, { recursive: true, force: true });
       throw err;
+    } finally {
+      this.#startingSlotUids.delete(uid);
     }
   }
 
@@ -872,7 +881,7 @@ export class ProcessDriver implements HostDriver {
    * or browser of this host's directory, not recorded for one, not any live process's.
    */
   #allocateUid(): number {
-    const taken = new Set<number>(this.#slots.map((s) => s.uid));
+    const taken = new Set<number>([...this.#slots.map((s) => s.uid), ...this.#startingSlotUids]);
     for (const vm of this.#vms.values()) taken.add(vm.uid);
     for (const name of readdirSync(this.opts.rootDir)) {
       if (!/^env_[0-9a-f]{24}$/.test(name)) continue;

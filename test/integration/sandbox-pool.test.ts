@@ -3,7 +3,7 @@ import { execFileSync } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
-import { ProcessDriver, sandboxUid } from '../../hosts/drivers/process.js';
+import { ProcessDriver } from '../../hosts/drivers/process.js';
 import { startTestService, type TestService } from '../helpers/service.js';
 import { pollUntil, sh, skipWithoutRuntime, waitState } from '../helpers/runtime.js';
 import { silentLogger } from '../../lib/log.js';
@@ -27,17 +27,18 @@ describe('environments: the process sandbox pool', function () {
     const first = await t.api.post('/v1/environments', { end_user_id: 'pool-first', resources: { cpus: 1, memory_mib: 512, disk_gib: 2 } });
     await waitState(t.api, first.body.id, 'running');
     // Cold (the pool is empty until a disk size was asked for), then a slot of 2 GiB.
-    expect(existsSync(join(envDir(first.body.id), 'uid'))).to.equal(false);
     await pollUntil(() => driver.readySlots(), (s) => s.length === 1 && s[0]!.gib === 2, 30_000);
+    expect(driver.readySlots()[0]!.uid).to.not.equal(driver.uidOf(first.body.id));
   });
   after(async () => t?.close());
 
-  it('an environment of another disk size starts cold (its hashed uid, nothing recorded); the slot stays for its size', async () => {
+  it('an environment of another disk size starts cold (a uid of its own, allocated and recorded: not the slot\'s); the slot stays for its size', async () => {
     const slot = driver.readySlots()[0]!;
     const other = await t.api.post('/v1/environments', { end_user_id: 'pool-other-size', resources: { cpus: 1, memory_mib: 512, disk_gib: 1 } });
     await waitState(t.api, other.body.id, 'running');
-    expect(driver.uidOf(other.body.id)).to.equal(sandboxUid(other.body.id));
-    expect(existsSync(join(envDir(other.body.id), 'uid'))).to.equal(false);
+    const uid = driver.uidOf(other.body.id);
+    expect(uid).to.not.equal(slot.uid);
+    expect(readFileSync(join(envDir(other.body.id), 'uid'), 'utf8').trim()).to.equal(String(uid));
     expect(driver.readySlots().map((s) => s.name)).to.deep.equal([slot.name]);
     await t.api.delete(`/v1/environments/${other.body.id}`);
   });
@@ -49,9 +50,7 @@ describe('environments: the process sandbox pool', function () {
     const uids = [a, b].map((c) => driver.uidOf(c!.body.id));
     expect(uids).to.include(ready[0]!.uid);
     expect(uids[0]).to.not.equal(uids[1]);
-    const recorded = [a, b].filter((c) => existsSync(join(envDir(c!.body.id), 'uid')));
-    expect(recorded).to.have.length(1);
-    expect(readFileSync(join(envDir(recorded[0]!.body.id), 'uid'), 'utf8').trim()).to.equal(String(ready[0]!.uid));
+    for (const [i, c] of [a, b].entries()) expect(readFileSync(join(envDir(c!.body.id), 'uid'), 'utf8').trim()).to.equal(String(uids[i]));
     for (const c of [a, b]) expect((await sh(t.api, c!.body.id, 'echo ok > f && cat f && id -u')).stdout).to.equal('ok\n1000\n');
   });
 
