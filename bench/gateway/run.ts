@@ -156,6 +156,8 @@ interface Cell {
   latencies: number[];
   proxyCpuUs: number;
   upstreamCpuUs: number;
+  /** This process's CPU: the load generator's (undici, its TLS handshakes), which shares the machine's cores. */
+  clientCpuUs: number;
   maxRss: number;
 }
 
@@ -210,9 +212,11 @@ async function runSlice(t: Target, load: Load, fresh: boolean, cell: Cell, upstr
   await new Promise((r) => setTimeout(r, WARMUP_MS));
   const [p0, u0] = await Promise.all([t.proc?.stats(), upstream.stats()]);
   const t0 = performance.now();
+  const c0 = process.cpuUsage();
   measuring = true;
   await new Promise((r) => setTimeout(r, sliceMs));
   measuring = false;
+  const c1 = process.cpuUsage(c0);
   const t1 = performance.now();
   const [p1, u1] = await Promise.all([t.proc?.stats(), upstream.stats()]);
   stop = true;
@@ -223,6 +227,7 @@ async function runSlice(t: Target, load: Load, fresh: boolean, cell: Cell, upstr
     cell.maxRss = Math.max(cell.maxRss, p1.rss);
   }
   cell.upstreamCpuUs += u1.cpuUs - u0.cpuUs;
+  cell.clientCpuUs += c1.user + c1.system;
 }
 
 // ---- the API, as a developer's backend would call it ----------------------------------------
@@ -281,6 +286,7 @@ function summarize(c: Cell) {
     proxy_cpu_us_per_req: c.target === 'direct' ? NaN : c.proxyCpuUs / Math.max(1, c.ok + c.errors),
     proxy_rss_mib: c.target === 'direct' ? NaN : c.maxRss / MiB,
     upstream_cpu_us_per_req: c.upstreamCpuUs / Math.max(1, c.ok + c.errors),
+    client_cpu_us_per_req: c.clientCpuUs / Math.max(1, c.ok + c.errors),
   };
 }
 
@@ -434,7 +440,7 @@ async function main(): Promise<void> {
   for (const m of MODES) {
     for (const l of loads) {
       for (const t of targets) {
-        const scratch: Cell = { target: t.name, load: l.name, mode: m, ok: 0, errors: 0, errorSamples: [], ms: 0, latencies: [], proxyCpuUs: 0, upstreamCpuUs: 0, maxRss: 0 };
+        const scratch: Cell = { target: t.name, load: l.name, mode: m, ok: 0, errors: 0, errorSamples: [], ms: 0, latencies: [], proxyCpuUs: 0, upstreamCpuUs: 0, clientCpuUs: 0, maxRss: 0 };
         await runSlice(t, l, m === 'fresh', scratch, upstream, m === 'fresh' ? 200 : 500);
       }
     }
@@ -443,7 +449,7 @@ async function main(): Promise<void> {
   const key = (t: string, l: string, m: string) => `${m}/${l}/${t}`;
   for (const m of MODES) for (const l of loads) for (const t of targets) {
     cells.set(key(t.name, l.name, m), {
-      target: t.name, load: l.name, mode: m, ok: 0, errors: 0, errorSamples: [], ms: 0, latencies: [], proxyCpuUs: 0, upstreamCpuUs: 0, maxRss: 0,
+      target: t.name, load: l.name, mode: m, ok: 0, errors: 0, errorSamples: [], ms: 0, latencies: [], proxyCpuUs: 0, upstreamCpuUs: 0, clientCpuUs: 0, maxRss: 0,
     });
   }
   const benchStarted = performance.now();
@@ -469,7 +475,8 @@ async function main(): Promise<void> {
   print(`Node ${process.version}, ${cpus().length} cores (${cpus()[0]?.model ?? '?'}); undici ProxyAgent/Agent, pipelining 1, ` +
     `concurrency ${CONCURRENCY}; ${ROUNDS} rounds x ${SLICE_MS} ms measured per cell (+${WARMUP_MS} ms warm-up), interleaved; ${benchSecs.toFixed(0)} s.`);
   print('proxy CPU = user+system time of the proxy process per request (the gateway process includes its API, jobs and audit writer); ' +
-    'upstream CPU likewise for the upstream process. Ratios are requests/s. raw http-mitm-proxy with its default keepAlive:false ' +
+    'upstream CPU likewise for the upstream process; client CPU is the load generator\'s (this process), on the same cores: ' +
+    'where it dominates, requests/s ratios between proxies are bounded by it (issue 29, item 4). Ratios are requests/s. raw http-mitm-proxy with its default keepAlive:false ' +
     'answers every request with Connection: close and opens a new upstream TLS connection per request, so its keep-alive rows ' +
     'are really a new tunnel per request. "fresh" = a new undici dispatcher per request: new TCP connection, CONNECT, full TLS ' +
     'handshake with the proxy (no session resumption).');
@@ -478,13 +485,13 @@ async function main(): Promise<void> {
       print();
       print(`### ${MODE_LABEL[m]}, ${ALL_LOADS.find((x) => x.name === l.name)!.label}`);
       print();
-      print('| target | req/s | p50 ms | p99 ms | proxy CPU µs/req | proxy RSS MiB | upstream CPU µs/req | vs direct | vs raw | vs raw-ka | errors |');
-      print('|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|');
+      print('| target | req/s | p50 ms | p99 ms | proxy CPU µs/req | proxy RSS MiB | upstream CPU µs/req | client CPU µs/req | vs direct | vs raw | vs raw-ka | errors |');
+      print('|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|');
       const row = (t: string) => results.find((r) => r.target === t && r.load === l.name && r.mode === m);
       for (const t of targets) {
         const r = row(t.name)!;
         print(`| ${t.label} | ${fmt(r.rps)} | ${fmt(r.p50_ms, 2)} | ${fmt(r.p99_ms, 2)} | ${fmt(r.proxy_cpu_us_per_req)} | ${fmt(r.proxy_rss_mib)} | ` +
-          `${fmt(r.upstream_cpu_us_per_req)} | ${t.name === 'direct' ? '1.00x' : ratio(r.rps, row('direct')?.rps)} | ${ratio(r.rps, row('raw')?.rps)} | ` +
+          `${fmt(r.upstream_cpu_us_per_req)} | ${fmt(r.client_cpu_us_per_req)} | ${t.name === 'direct' ? '1.00x' : ratio(r.rps, row('direct')?.rps)} | ${ratio(r.rps, row('raw')?.rps)} | ` +
           `${ratio(r.rps, row('raw-ka')?.rps)} | ${r.errors}${r.error_samples.length ? ` (${[...new Set(r.error_samples)].join('; ')})` : ''} |`);
       }
     }
