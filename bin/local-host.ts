@@ -7,6 +7,7 @@ import type { Clock } from '../lib/clock.js';
 import type { Logger } from '../lib/log.js';
 import { newId } from '../lib/ids.js';
 import type { RuntimeState } from '../environments/runtime.service.js';
+import { RESOURCE_DEFAULTS } from '../environments/rules.js';
 import { createHostAgent, type HostAgent, type HostAgentDeps } from '../hosts/host-agent.js';
 import { ProcessDriver } from '../hosts/drivers/process.js';
 import { QemuDriver } from '../hosts/drivers/qemu.js';
@@ -94,7 +95,7 @@ export async function startLocalHost(deps: LocalHostDeps): Promise<HostAgent | n
     const store = parseDatabaseUrl(config.databaseUrl);
     if (store?.client === 'sqlite' && store.filename !== ':memory:') protect.push({ what: 'the SQLite store and its audit log', path: dirname(store.filename) });
     driver = new ProcessDriver({
-      rootDir, preallocateDisks: config.envHost.preallocateDisks, sandboxPool: config.envHost.sandboxPool, proxy: deps.proxy, hostTag: hostId, insecure: config.envHost.insecure, cgroupRoot: config.envHost.cgroupRoot ?? undefined, log, control, browser: deps.browser, protect,
+      rootDir, preallocateDisks: config.envHost.preallocateDisks, sandboxPool: config.envHost.sandboxPool, poolDiskGib: RESOURCE_DEFAULTS.disk_gib, favorDynmods: config.envHost.favorDynmods, proxy: deps.proxy, hostTag: hostId, insecure: config.envHost.insecure, cgroupRoot: config.envHost.cgroupRoot ?? undefined, log, control, browser: deps.browser, protect,
     });
   }
   const caps = driver.capabilities();
@@ -128,6 +129,7 @@ export async function startLocalHost(deps: LocalHostDeps): Promise<HostAgent | n
   let endpoint: string | null = null;
   if (deps.serve) endpoint = await deps.serve(agent);
   await agent.start();
+  if (driver instanceof ProcessDriver) driver.warmUp();
   log.info({ host_id: hostId, driver: driver.name, capabilities: caps }, 'environment host started');
   return agent;
 }

@@ -51,6 +51,8 @@ export interface Config {
     preallocateDisks: boolean;
     /** GATEWAY_SANDBOX_POOL: process sandboxes kept started ahead for environments' first starts (default 1; 0: none). */
     sandboxPool: number;
+    /** GATEWAY_CGROUP_FAVOR_DYNMODS: remount cgroup2 with favordynmods at the host's start (default true; hosts/cgroups.ts). */
+    favorDynmods: boolean;
     /** GATEWAY_QEMU_IMAGE_DIR: where the qemu runtime builds and keeps guest images (default DATA_DIR/vm-image). */
     qemuImageDir: string | null;
     /** GATEWAY_HOST_RPC_PORT: where the host serves exec and files to other processes (0: any free port). */
@@ -148,6 +150,7 @@ const schema = Joi.object({
   GATEWAY_CGROUP_ROOT: Joi.string().min(1),
   GATEWAY_DISK_PREALLOCATE: bool.default(true),
   GATEWAY_SANDBOX_POOL: Joi.number().integer().min(0).max(64).default(1),
+  GATEWAY_CGROUP_FAVOR_DYNMODS: bool.default(true),
   GATEWAY_HOST_RPC_URL: httpUrl.allow(''),
   CHROMIUM_PATH: Joi.string().min(1).default('/usr/bin/chromium'),
   GATEWAY_BROWSER_LEASES_PER_DEVELOPER: Joi.number().integer().min(0).max(1_000_000).default(50),
@@ -226,6 +229,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Readonly<Confi
       cgroupRoot: nonEmpty(value.GATEWAY_CGROUP_ROOT),
       preallocateDisks: value.GATEWAY_DISK_PREALLOCATE,
       sandboxPool: value.GATEWAY_SANDBOX_POOL,
+      favorDynmods: value.GATEWAY_CGROUP_FAVOR_DYNMODS,
       rpcUrl: nonEmpty(value.GATEWAY_HOST_RPC_URL)?.replace(/\/+$/, '') ?? null,
     }),
     google: {

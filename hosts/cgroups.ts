@@ -1,3 +1,4 @@
+import { spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync, readFileSync, readdirSync, renameSync, rmdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 
@@ -73,6 +74,29 @@ function isCgroup2(dir: string): boolean {
   return existsSync(join(dir, 'cgroup.procs')) && existsSync(join(dir, 'cgroup.controllers'));
 }
 
+/**
+ * cgroup2's `favordynmods` (issue 29). Moving a process between cgroups, v1 or v2, takes a
+ * global lock whose writer waits for an RCU grace period: ~8–12 ms here for a move that
+ * follows no other (measured; back to back they cost nothing). Every start and every exec
+ * moves a process, so each paid it. With `favordynmods` on the cgroup2 root the lock's
+ * readers (fork, exit) take a slightly slower path instead and a move costs ~0.3 ms: the
+ * kernel's option for hosts that move processes often, as this one does. Made so by a
+ * remount of the cgroup2 tree under `mount` (`/sys/fs/cgroup` or its `unified`), keeping
+ * its other options; whether it holds is read back from the mount table.
+ */
+export function favorDynmods(mount = '/sys/fs/cgroup'): { on: boolean; why: string | null } {
+  const at = [mount, join(mount, 'unified')].find((p) => isCgroup2(p));
+  if (!at) return { on: false, why: 'no cgroup2 tree is mounted' };
+  const has = (): boolean => (read('/proc/self/mountinfo') ?? '').split('\n').some((l) => {
+    const [pre, post] = l.split(' - ');
+    return pre?.split(' ')[4] === at && post?.split(' ')[0] === 'cgroup2' && (post.split(' ')[2] ?? '').split(',').includes('favordynmods');
+  });
+  if (has()) return { on: true, why: null };
+  const r = spawnSync('/usr/bin/mount', ['-o', 'remount,favordynmods', '--', at], { encoding: 'utf8', env: { PATH: '/usr/sbin:/usr/bin:/sbin:/bin', LC_ALL: 'C' }, timeout: 10_000 });
+  if (has()) return { on: true, why: null };
+  return { on: false, why: (r.stderr || r.error?.message || 'not taken').trim().slice(0, 200) };
+}
+
 export class Cgroups {
   readonly support: CgroupSupport;
   /** Base directory per tree: 'unified' (v2) and v1 controller names. */
@@ -146,10 +170,21 @@ export class Cgroups {
     }
   }
 
+  /**
+   * Environments whose cgroup2 directory is the sandbox slot's they were claimed from
+   * (adopt): environment id → slot name.
+   */
+  readonly #unifiedAlias = new Map<string, string>();
+
+  /** The name of an environment's cgroup2 directory. */
+  #name(envId: string): string {
+    return this.#unifiedAlias.get(envId) ?? envId;
+  }
+
   #dirs(envId: string, exec?: string): string[] {
     const out: string[] = [];
     for (const [tree, base] of this.#bases) {
-      if (tree === 'unified') out.push(join(base, envId, ...(exec ? [exec] : [])));
+      if (tree === 'unified') out.push(join(base, this.#name(envId), ...(exec ? [exec] : [])));
       else out.push(join(base, envId));
     }
     return out;
@@ -162,7 +197,7 @@ export class Cgroups {
     const quota = Math.round(limits.cpus * 100_000);
     const unified = this.#bases.get('unified');
     if (this.support.layout === 'v2' && unified) {
-      const dir = join(unified, envId);
+      const dir = join(unified, this.#name(envId));
       if (this.support.memory) {
         write(join(dir, 'memory.max'), memBytes);
         write(join(dir, 'memory.swap.max'), '0');
@@ -197,9 +232,23 @@ export class Cgroups {
   procsFiles(envId: string, exec?: string): string[] {
     if (exec) {
       const unified = this.#bases.get('unified');
-      if (unified) mkdirSync(join(unified, envId, exec), { recursive: true });
+      if (unified) mkdirSync(join(unified, this.#name(envId), exec), { recursive: true });
     }
     return this.#dirs(envId, exec).map((d) => join(d, 'cgroup.procs'));
+  }
+
+  /**
+   * Where a process enters the environment's cgroups (or one exec's): the cgroup2 directory,
+   * for a clone into it (CLONE_INTO_CGROUP: writing a pid into a cgroup2 `cgroup.procs`
+   * waits for an RCU grace period, ~15 ms here when nothing else migrated just before), and
+   * the v1 `cgroup.procs` files, where a write is cheap.
+   */
+  entry(envId: string, exec?: string): { unified: string | null; v1Procs: string[] } {
+    const unified = this.#bases.get('unified');
+    const dir = unified ? join(unified, this.#name(envId), ...(exec ? [exec] : [])) : null;
+    if (dir) mkdirSync(dir, { recursive: true });
+    const v1Procs = [...this.#bases].filter(([tree]) => tree !== 'unified').map(([, base]) => join(base, envId, 'cgroup.procs'));
+    return { unified: dir, v1Procs };
   }
 
   /** Pids in the environment's tree (or in one exec's), from the v2 tree, else any v1 one. */
@@ -222,7 +271,7 @@ export class Cgroups {
   async freeze(envId: string, frozen: boolean): Promise<boolean> {
     const unified = this.#bases.get('unified');
     if (!this.support.freeze || !unified) return false;
-    const dir = join(unified, envId);
+    const dir = join(unified, this.#name(envId));
     if (!write(join(dir, 'cgroup.freeze'), frozen ? '1' : '0')) return false;
     const want = `frozen ${frozen ? 1 : 0}`;
     for (let i = 0; i < 400; i++) {
@@ -235,7 +284,7 @@ export class Cgroups {
   /** Kills every process of the tree (or of one exec), and waits until none is left. */
   async kill(envId: string, exec?: string): Promise<void> {
     const unified = this.#bases.get('unified');
-    if (this.support.kill && unified) write(join(unified, envId, ...(exec ? [exec] : []), 'cgroup.kill'), '1');
+    if (this.support.kill && unified) write(join(unified, this.#name(envId), ...(exec ? [exec] : []), 'cgroup.kill'), '1');
     for (let i = 0; i < 400; i++) {
       const left = this.pids(envId, exec);
       if (left.length === 0) return;
@@ -250,22 +299,26 @@ export class Cgroups {
 
   /**
    * Gives `from`'s cgroups, with their processes, to `to` (which must not exist yet), tree
-   * by tree. A v1 hierarchy renames the directory: its processes, their memory charges and
-   * its limits go with it at once (moving processes one by one between v1 memory cgroups
-   * cost ~10 ms and left the charges behind). cgroup2 refuses a rename: there each process
-   * is moved into `to`'s directory, read again until `from`'s is empty (a process forked
-   * while the others moved lands in `from` and moves in the next round), and `from`'s is
-   * removed. Throws when a process cannot be moved.
+   * by tree, without moving a process where it can: a v1 hierarchy renames the directory
+   * (its processes, their memory charges and its limits go with it at once). cgroup2
+   * refuses a rename, and moving a process there costs an RCU grace period (~3 ms each
+   * here, measured): its directory keeps its name and becomes `to`'s by alias, which every
+   * method here follows (limits, freeze, kill, exec children, stats, remove). Where a v1
+   * rename is refused, each process is moved, read again until `from`'s is empty (a process
+   * forked meanwhile lands in `from` and moves in the next round). Throws when a process
+   * cannot be moved.
    */
   adopt(from: string, to: string): void {
     for (const [tree, base] of this.#bases) {
       const [src, dst] = [join(base, from), join(base, to)];
-      if (tree !== 'unified') {
-        try {
-          renameSync(src, dst);
-          continue;
-        } catch { /* moved one by one below */ }
+      if (tree === 'unified') {
+        this.#unifiedAlias.set(to, from);
+        continue;
       }
+      try {
+        renameSync(src, dst);
+        continue;
+      } catch { /* moved one by one */ }
       mkdirSync(dst, { recursive: true });
       for (let round = 0; ; round++) {
         const pids = (read(join(src, 'cgroup.procs')) ?? '').split('\n').filter(Boolean);
@@ -277,7 +330,7 @@ export class Cgroups {
       }
       try {
         rmdirSync(src);
-      } catch { /* a child directory: removed with the slot's other leftovers */ }
+      } catch { /* removed with the slot's other leftovers */ }
     }
   }
 
@@ -286,13 +339,15 @@ export class Cgroups {
     const unified = this.#bases.get('unified');
     if (!unified) return;
     try {
-      rmdirSync(join(unified, envId, exec));
+      rmdirSync(join(unified, this.#name(envId), exec));
     } catch { /* still has processes: removed with the environment */ }
   }
 
   /** Removes the environment's directories (children first); the tree must be empty. */
   remove(envId: string): void {
-    for (const dir of this.#dirs(envId)) {
+    const dirs = this.#dirs(envId);
+    this.#unifiedAlias.delete(envId);
+    for (const dir of dirs) {
       try {
         for (const e of readdirSync(dir, { withFileTypes: true })) {
           if (e.isDirectory()) {
@@ -323,9 +378,9 @@ export class Cgroups {
     let cpuUsec: number | null = null;
     const unified = this.#bases.get('unified');
     if (unified) {
-      const m = /usage_usec (\d+)/.exec(read(join(unified, envId, 'cpu.stat')) ?? '');
+      const m = /usage_usec (\d+)/.exec(read(join(unified, this.#name(envId), 'cpu.stat')) ?? '');
       if (m) cpuUsec = Number(m[1]);
-      const cur = read(join(unified, envId, 'memory.current'));
+      const cur = read(join(unified, this.#name(envId), 'memory.current'));
       if (cur) memoryBytes = Number(cur.trim());
     }
     const mem = this.#bases.get('memory');

@@ -236,7 +236,11 @@ export class DiskImages {
   refill(): Promise<void> {
     const gib = this.#spareGib;
     if (!this.spares || gib === null || this.#making) return this.#making ?? Promise.resolve();
-    if (readdirSync(this.spares).some((n) => n.startsWith(`${gib}g.`) && n.endsWith('.img'))) return Promise.resolve();
+    try {
+      if (readdirSync(this.spares).some((n) => n.startsWith(`${gib}g.`) && n.endsWith('.img'))) return Promise.resolve();
+    } catch {
+      return Promise.resolve(); // the directory is gone (the host is closing)
+    }
     const name = join(this.spares, `${gib}g.${process.pid}.${randomBytes(4).toString('hex')}`);
     this.#making = this.#make(`${name}.img`, gib, 0, this.spares)
       .then(() => {

@@ -6,7 +6,7 @@ import { createServer as createHttpServer, type IncomingMessage, type RequestLis
 import type { Duplex } from 'node:stream';
 import { join } from 'node:path';
 import type { Logger } from '../../lib/log.js';
-import { Cgroups } from '../cgroups.js';
+import { Cgroups, favorDynmods } from '../cgroups.js';
 import { peerOf, type Peer } from '../peer.js';
 import { OutputCollector, readFileInside, writeFileInside } from './inside.js';
 import { DiskImages, IMAGE_MOUNT_OPTIONS, findDiskTools, mountsUnder, run } from './disk-image.js';
@@ -78,6 +78,10 @@ export interface ProcessDriverOptions {
    * root, with image disks; default 1, 0: none). Each holds a disk of the size last asked for.
    */
   sandboxPool?: number;
+  /** The disk size the pool starts with before any environment asked for one (the API's default). */
+  poolDiskGib?: number;
+  /** GATEWAY_CGROUP_FAVOR_DYNMODS: cgroup2 remounted with favordynmods at start (root; default true; cgroups.ts). */
+  favorDynmods?: boolean;
   log: Logger;
 }
 
@@ -89,6 +93,8 @@ export const BROWSER_PORT = 9222;
 const AGENT_UID = 1000;
 const PIDS_MAX = 4096;
 const BASE_UID = 200_000;
+/** How long after a start the spare disk and the pool are refilled (#refillSoon). */
+const REFILL_DELAY_MS = 100;
 const UID_RANGE = 800_000;
 
 interface Vm {
@@ -221,6 +227,7 @@ export class ProcessDriver implements HostDriver {
   /** Sandboxes started ahead, each for one environment's first start (issue 29): ready, the one starting, how many to keep. */
   readonly #slots: Slot[] = [];
   #filling: Promise<void> | null = null;
+  #refillTimer: NodeJS.Timeout | null = null;
   /** Uids of slots being started (not in #slots yet), kept from any other allocation. */
   readonly #startingSlotUids = new Set<number>();
   /** Slots a process that is gone left (a crash): killed and unmounted before any new slot starts. */
@@ -231,6 +238,11 @@ export class ProcessDriver implements HostDriver {
   constructor(private readonly opts: ProcessDriverOptions) {
     mkdirSync(opts.rootDir, { recursive: true, mode: 0o700 });
     this.#cgroups = new Cgroups(opts.hostTag, opts.cgroupRoot);
+    if (this.#root && opts.favorDynmods !== false && this.#cgroups.support.layout !== 'none') {
+      const f = favorDynmods(opts.cgroupRoot);
+      if (f.on) opts.log.info('cgroup2 has favordynmods: a process moves between cgroups without waiting for an RCU grace period');
+      else opts.log.warn({ why: f.why }, 'cgroup2 without favordynmods: every start and exec waits ~10 ms for an RCU grace period when it joins its cgroups');
+    }
     const missing = [...this.#cgroups.support.missing];
     const { namespaces, networkSealed } = this.#probe(missing);
     const socat = which('socat');
@@ -375,6 +387,11 @@ export class ProcessDriver implements HostDriver {
   #uid(id: string): number {
     if (!this.#root) return process.getuid!();
     return this.#vms.get(id)?.uid ?? recordedUid(this.#dir(id)) ?? sandboxUid(id);
+  }
+
+  /** The first start after the host's own is a first start too: the pool fills once the host runs. */
+  warmUp(): void {
+    if (this.#poolSize) this.#refillSoon();
   }
 
   /** The slots ready for a claim: their uids and disk sizes (tests, and the host's own view). */
@@ -542,7 +559,7 @@ export class ProcessDriver implements HostDriver {
         await this.#claim(spec, surface, slot);
         return;
       } finally {
-        this.#refillSlots();
+        this.#refillSoon();
       }
     }
     await this.create(spec);
@@ -570,8 +587,7 @@ export class ProcessDriver implements HostDriver {
         spec, proc: sandbox.proc, initPid: sandbox.initPid, status: 'running', bridge, bridgeSockets, control, browser, expectedExit: false, exited: sandbox.exited, execSeq: 0, loop, uid,
       };
       this.#running(vm);
-      // The next first start's disk, made while this one's first exec runs (disk-image.ts).
-      void this.#images?.refill().then(() => this.#refillSlots());
+      this.#refillSoon();
     } catch (err) {
       bridge.close();
       control?.close();
@@ -779,11 +795,31 @@ export class ProcessDriver implements HostDriver {
     }
   }
 
+  /**
+   * The spare disk and the pool's slots, made again a moment after a start: not while the
+   * environment's first exec runs (on a small host their processes would take its CPU).
+   */
+  #refillSoon(): void {
+    if (this.#closed || this.#refillTimer) return;
+    this.#refillTimer = setTimeout(() => {
+      this.#refillTimer = null;
+      if (!this.#closed) void this.#images?.refill().then(() => this.#refillSlots());
+    }, REFILL_DELAY_MS);
+    this.#refillTimer.unref();
+  }
+
   /** Starts slots until the pool has its size (one at a time, in the background; never throws). */
   #refillSlots(): void {
-    if (this.#filling || this.#closed || !this.#images || !this.#root || this.#slots.length >= this.#poolSize) return;
-    const gib = this.#images.lastGib();
+    if (this.#filling || this.#closed || !this.#images || !this.#root) return;
+    const gib = this.#images.lastGib() ?? this.opts.poolDiskGib ?? null;
     if (gib === null) return;
+    // Slots of a size no longer asked for make room for the size that is.
+    for (const stale of this.#slots.filter((s) => s.gib !== gib)) {
+      this.#slots.splice(this.#slots.indexOf(stale), 1);
+      stale.launched.proc.off('exit', stale.onExit);
+      void this.#destroySlot(stale).catch(() => {});
+    }
+    if (this.#slots.length >= this.#poolSize) return;
     this.#filling = this.#reaped.then(() => this.#startSlot(gib))
       .catch((err: Error) => this.opts.log.warn({ err: this.#scrub(err.message) }, 'a sandbox slot could not be started'))
       .finally(() => {
@@ -844,6 +880,13 @@ export class ProcessDriver implements HostDriver {
       names = readdirSync(this.opts.rootDir);
     } catch {
       return;
+    }
+    // A claimed slot's cgroup2 directory is its environment's under the slot's name (Cgroups.adopt): gone with its process.
+    for (const name of this.#cgroups.leftovers()) {
+      const pid = /^slot_([0-9a-f]{8})[0-9a-f]{16}$/.exec(name)?.[1];
+      if (!pid || pidAlive(parseInt(pid, 16)) || names.includes(name)) continue;
+      await this.#cgroups.kill(name);
+      this.#cgroups.remove(name);
     }
     for (const name of names) {
       const pid = /^slot_([0-9a-f]{8})[0-9a-f]{16}$/.exec(name)?.[1];
@@ -1094,8 +1137,8 @@ export class ProcessDriver implements HostDriver {
     } catch (err) {
       throw new DriverError('exec_failed', (err as Error).message);
     }
-    const procs = this.#cgroups.procsFiles(vm.spec.id, execTag);
-    const child = spawn(PERL, ['-e', ENTER_LAUNCHER, String(vm.initPid), String(AGENT_UID), String(AGENT_UID), ...procs], {
+    const cg = this.#cgroups.entry(vm.spec.id, execTag);
+    const child = spawn(PERL, ['-e', ENTER_LAUNCHER, String(vm.initPid), String(AGENT_UID), String(AGENT_UID), cg.unified ?? '', ...cg.v1Procs], {
       stdio: ['pipe', 'pipe', 'pipe', 'pipe', 'pipe'],
       env: { ...HOST_ENV },
       detached: true,
@@ -1159,6 +1202,7 @@ export class ProcessDriver implements HostDriver {
 
   async close(): Promise<void> {
     this.#closed = true;
+    if (this.#refillTimer) clearTimeout(this.#refillTimer);
     await this.#filling;
     const slots = this.#slots.splice(0);
     await Promise.all([

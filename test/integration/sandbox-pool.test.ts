@@ -18,29 +18,43 @@ describe('environments: the process sandbox pool', function () {
   this.timeout(90_000);
   let t: TestService;
   let driver: ProcessDriver;
+  let initial: { gib: number };
   const envDir = (id: string): string => join(resolve(t.svc.dataDir), 'environments', id);
 
   before(async function () {
     skipWithoutRuntime(this);
     t = await startTestService({ GATEWAY_RUNTIME: 'process', GATEWAY_SANDBOX_POOL: '1' });
     driver = t.svc.host!.driver as ProcessDriver;
+    // The host's own start fills the pool, with the API's default disk size (its first environment is a first start too).
+    initial = (await pollUntil(() => driver.readySlots(), (s) => s.length === 1, 30_000))[0]!;
     const first = await t.api.post('/v1/environments', { end_user_id: 'pool-first', resources: { cpus: 1, memory_mib: 512, disk_gib: 2 } });
     await waitState(t.api, first.body.id, 'running');
-    // Cold (the pool is empty until a disk size was asked for), then a slot of 2 GiB.
+    // Cold (the pool starts with the API's default size, 10 GiB), then a slot of 2 GiB.
     await pollUntil(() => driver.readySlots(), (s) => s.length === 1 && s[0]!.gib === 2, 30_000);
     expect(driver.readySlots()[0]!.uid).to.not.equal(driver.uidOf(first.body.id));
   });
   after(async () => t?.close());
 
-  it('an environment of another disk size starts cold (a uid of its own, allocated and recorded: not the slot\'s); the slot stays for its size', async () => {
+  it('the pool is filled at the host\'s start, with the API\'s default disk size; cgroup2 has favordynmods (a process joins its cgroups without waiting for an RCU grace period)', () => {
+    expect(initial.gib).to.equal(10);
+    const unified = readFileSync('/proc/self/mountinfo', 'utf8').split('\n').find((l) => l.split(' - ')[1]?.startsWith('cgroup2 '));
+    expect(unified?.split(' - ')[1]?.split(' ')[2]?.split(',')).to.include('favordynmods');
+  });
+
+  it('an environment of another disk size starts cold (a uid of its own, allocated and recorded: not the slot\'s); the pool then follows the size last asked for', async () => {
     const slot = driver.readySlots()[0]!;
     const other = await t.api.post('/v1/environments', { end_user_id: 'pool-other-size', resources: { cpus: 1, memory_mib: 512, disk_gib: 1 } });
     await waitState(t.api, other.body.id, 'running');
     const uid = driver.uidOf(other.body.id);
     expect(uid).to.not.equal(slot.uid);
     expect(readFileSync(join(envDir(other.body.id), 'uid'), 'utf8').trim()).to.equal(String(uid));
-    expect(driver.readySlots().map((s) => s.name)).to.deep.equal([slot.name]);
+    const next = await pollUntil(() => driver.readySlots(), (s) => s.length === 1 && s[0]!.gib === 1, 30_000);
+    expect(next[0]!.name).to.not.equal(slot.name);
     await t.api.delete(`/v1/environments/${other.body.id}`);
+    // Back to 2 GiB for the tests below (a cold start of that size).
+    const again = await t.api.post('/v1/environments', { end_user_id: 'pool-back', resources: { cpus: 1, memory_mib: 512, disk_gib: 2 } });
+    await waitState(t.api, again.body.id, 'running');
+    await t.api.delete(`/v1/environments/${again.body.id}`);
   });
 
   it('two first starts at once with one slot ready: one takes it, the other starts cold; two uids; both run', async () => {
