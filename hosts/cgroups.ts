@@ -170,21 +170,10 @@ export class Cgroups {
     }
   }
 
-  /**
-   * Environments whose cgroup2 directory is the sandbox slot's they were claimed from
-   * (adopt): environment id → slot name.
-   */
-  readonly #unifiedAlias = new Map<string, string>();
-
-  /** The name of an environment's cgroup2 directory. */
-  #name(envId: string): string {
-    return this.#unifiedAlias.get(envId) ?? envId;
-  }
-
   #dirs(envId: string, exec?: string): string[] {
     const out: string[] = [];
     for (const [tree, base] of this.#bases) {
-      if (tree === 'unified') out.push(join(base, this.#name(envId), ...(exec ? [exec] : [])));
+      if (tree === 'unified') out.push(join(base, envId, ...(exec ? [exec] : [])));
       else out.push(join(base, envId));
     }
     return out;
@@ -197,7 +186,7 @@ export class Cgroups {
     const quota = Math.round(limits.cpus * 100_000);
     const unified = this.#bases.get('unified');
     if (this.support.layout === 'v2' && unified) {
-      const dir = join(unified, this.#name(envId));
+      const dir = join(unified, envId);
       if (this.support.memory) {
         write(join(dir, 'memory.max'), memBytes);
         write(join(dir, 'memory.swap.max'), '0');
@@ -232,7 +221,7 @@ export class Cgroups {
   procsFiles(envId: string, exec?: string): string[] {
     if (exec) {
       const unified = this.#bases.get('unified');
-      if (unified) mkdirSync(join(unified, this.#name(envId), exec), { recursive: true });
+      if (unified) mkdirSync(join(unified, envId, exec), { recursive: true });
     }
     return this.#dirs(envId, exec).map((d) => join(d, 'cgroup.procs'));
   }
@@ -245,7 +234,7 @@ export class Cgroups {
    */
   entry(envId: string, exec?: string): { unified: string | null; v1Procs: string[] } {
     const unified = this.#bases.get('unified');
-    const dir = unified ? join(unified, this.#name(envId), ...(exec ? [exec] : [])) : null;
+    const dir = unified ? join(unified, envId, ...(exec ? [exec] : [])) : null;
     if (dir) mkdirSync(dir, { recursive: true });
     const v1Procs = [...this.#bases].filter(([tree]) => tree !== 'unified').map(([, base]) => join(base, envId, 'cgroup.procs'));
     return { unified: dir, v1Procs };
@@ -271,7 +260,7 @@ export class Cgroups {
   async freeze(envId: string, frozen: boolean): Promise<boolean> {
     const unified = this.#bases.get('unified');
     if (!this.support.freeze || !unified) return false;
-    const dir = join(unified, this.#name(envId));
+    const dir = join(unified, envId);
     if (!write(join(dir, 'cgroup.freeze'), frozen ? '1' : '0')) return false;
     const want = `frozen ${frozen ? 1 : 0}`;
     for (let i = 0; i < 400; i++) {
@@ -284,7 +273,7 @@ export class Cgroups {
   /** Kills every process of the tree (or of one exec), and waits until none is left. */
   async kill(envId: string, exec?: string): Promise<void> {
     const unified = this.#bases.get('unified');
-    if (this.support.kill && unified) write(join(unified, this.#name(envId), ...(exec ? [exec] : []), 'cgroup.kill'), '1');
+    if (this.support.kill && unified) write(join(unified, envId, ...(exec ? [exec] : []), 'cgroup.kill'), '1');
     for (let i = 0; i < 400; i++) {
       const left = this.pids(envId, exec);
       if (left.length === 0) return;
@@ -299,26 +288,23 @@ export class Cgroups {
 
   /**
    * Gives `from`'s cgroups, with their processes, to `to` (which must not exist yet), tree
-   * by tree, without moving a process where it can: a v1 hierarchy renames the directory
-   * (its processes, their memory charges and its limits go with it at once). cgroup2
-   * refuses a rename, and moving a process there costs an RCU grace period (~3 ms each
-   * here, measured): its directory keeps its name and becomes `to`'s by alias, which every
-   * method here follows (limits, freeze, kill, exec children, stats, remove). Where a v1
-   * rename is refused, each process is moved, read again until `from`'s is empty (a process
-   * forked meanwhile lands in `from` and moves in the next round). Throws when a process
-   * cannot be moved.
+   * by tree: a v1 hierarchy renames the directory (its processes, their memory charges and
+   * its limits go with it at once). cgroup2 refuses a rename: there each process is moved
+   * (with favordynmods ~0.3 ms each, else an RCU grace period for the first), read again
+   * until `from`'s is empty (a process forked meanwhile lands in `from` and moves in the
+   * next round), and `from`'s directory is removed; so every part of the host (the
+   * environment's browser joins its cgroups too) finds the environment under its own id.
+   * Throws when a process cannot be moved.
    */
   adopt(from: string, to: string): void {
     for (const [tree, base] of this.#bases) {
       const [src, dst] = [join(base, from), join(base, to)];
-      if (tree === 'unified') {
-        this.#unifiedAlias.set(to, from);
-        continue;
+      if (tree !== 'unified') {
+        try {
+          renameSync(src, dst);
+          continue;
+        } catch { /* moved one by one */ }
       }
-      try {
-        renameSync(src, dst);
-        continue;
-      } catch { /* moved one by one */ }
       mkdirSync(dst, { recursive: true });
       for (let round = 0; ; round++) {
         const pids = (read(join(src, 'cgroup.procs')) ?? '').split('\n').filter(Boolean);
@@ -339,15 +325,13 @@ export class Cgroups {
     const unified = this.#bases.get('unified');
     if (!unified) return;
     try {
-      rmdirSync(join(unified, this.#name(envId), exec));
+      rmdirSync(join(unified, envId, exec));
     } catch { /* still has processes: removed with the environment */ }
   }
 
   /** Removes the environment's directories (children first); the tree must be empty. */
   remove(envId: string): void {
-    const dirs = this.#dirs(envId);
-    this.#unifiedAlias.delete(envId);
-    for (const dir of dirs) {
+    for (const dir of this.#dirs(envId)) {
       try {
         for (const e of readdirSync(dir, { withFileTypes: true })) {
           if (e.isDirectory()) {
@@ -378,9 +362,9 @@ export class Cgroups {
     let cpuUsec: number | null = null;
     const unified = this.#bases.get('unified');
     if (unified) {
-      const m = /usage_usec (\d+)/.exec(read(join(unified, this.#name(envId), 'cpu.stat')) ?? '');
+      const m = /usage_usec (\d+)/.exec(read(join(unified, envId, 'cpu.stat')) ?? '');
       if (m) cpuUsec = Number(m[1]);
-      const cur = read(join(unified, this.#name(envId), 'memory.current'));
+      const cur = read(join(unified, envId, 'memory.current'));
       if (cur) memoryBytes = Number(cur.trim());
     }
     const mem = this.#bases.get('memory');

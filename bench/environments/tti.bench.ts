@@ -10,6 +10,7 @@
  *   BENCH_N=5 npx tsx bench/environments/tti.bench.ts       # a quick look
  *   BENCH_POOL=0 npx tsx bench/environments/tti.bench.ts    # every start cold (no sandbox pool; default: the service's, 1)
  *   BENCH_GAP_MS=300 npx tsx bench/environments/tti.bench.ts  # a pause after each destroy (default 50 ms): a pool refills in between
+ *   (BENCH_HOST_UP_MS, default 1000: the pause after the gateway's start before the first run)
  *   BENCH_TRACE=1 npx tsx bench/environments/tti.bench.ts   # + where the time goes, from a traced child
  *   BENCH_RUNNING=20 BENCH_N=20 npx tsx bench/environments/tti.bench.ts   # with 20 idle environments on the host
  *
@@ -50,6 +51,9 @@ if (!gw.hostId) {
   await gw.stop();
   throw new Error('no environment host in the child (bubblewrap or root missing)');
 }
+// A host that has been up a moment (its pool filled, GATEWAY_SANDBOX_POOL), as hosts are; the
+// first environment right after a host's own start is a cold start (BENCH_POOL=0 measures those).
+await new Promise((r) => setTimeout(r, Number(process.env.BENCH_HOST_UP_MS ?? 1000)));
 // BENCH_RUNNING=k: k idle environments run on the host the whole time (a host is rarely empty).
 const background: string[] = [];
 for (let i = 0; i < RUNNING; i++) {

@@ -881,7 +881,7 @@ export class ProcessDriver implements HostDriver {
     } catch {
       return;
     }
-    // A claimed slot's cgroup2 directory is its environment's under the slot's name (Cgroups.adopt): gone with its process.
+    // Cgroups of slots whose process is gone (their directories already were, or never were).
     for (const name of this.#cgroups.leftovers()) {
       const pid = /^slot_([0-9a-f]{8})[0-9a-f]{16}$/.exec(name)?.[1];
       if (!pid || pidAlive(parseInt(pid, 16)) || names.includes(name)) continue;
