@@ -569,6 +569,9 @@ export async function startService(config: Readonly<Config>, log: Logger, opts: 
       if (!hostAgent && browserCgroups.pids(environmentId).length === 0) browserCgroups.remove(environmentId);
     },
     proxyConnection: (environmentId, socket) => proxy.accept(socket, `Basic ${Buffer.from(`${environmentId}:${proxyCredentials.passwordFor(environmentId)}`).toString('base64')}`),
+    // Browsers started ahead for first leases (issue 29): in a cgroup tree of their own until an environment claims one.
+    poolSize: config.browserPoolSize,
+    poolCgroups: browserCgroups.support.layout === 'none' ? null : new Cgroups(`${hostIdFor(config)}-browser-pool`, config.envHost.cgroupRoot ?? undefined),
   });
   // The agent's CDP endpoint per lease: ws(s)://<BASE_URL>/v1/browser/leases/<id>/cdp?token=<HMAC of the id>.
   const cdpKey = keyring.deriveSubkey('browser-cdp');

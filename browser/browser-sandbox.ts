@@ -12,8 +12,9 @@ import { CdpPipe } from './cdp-pipe.js';
  * so its browser is treated like the agent's own code:
  *
  * - **Its own uid.** Chromium runs as an unprivileged host uid of its own per environment
- *   (`browserUid`), never the service's (root): even a process that left every namespace
- *   could read nothing of DATA_DIR (0700, root) nor any environment's disk.
+ *   (`browserUid`, or a pool slot's allocated uid: browser-pool.ts), never the service's
+ *   (root): even a process that left every namespace could read nothing of DATA_DIR (0700,
+ *   root) nor any environment's disk.
  * - **Nothing to read.** bubblewrap gives it a fresh root (a tmpfs) with `/usr` read-only, a
  *   few named files of `/etc` (fonts, the dynamic linker's cache, TLS roots), its own `/proc`,
  *   `/dev`, `/tmp` and home (tmpfs: its profile lives and dies in memory charged to the
@@ -36,7 +37,8 @@ import { CdpPipe } from './cdp-pipe.js';
  */
 export interface BrowserSandboxOptions {
   executablePath: string;
-  environmentId: string;
+  /** The host uid it runs as when the service is root: `browserUid(environment)`, or a pool slot's allocated uid. */
+  uid: number;
   /** The gateway's shared leaf key's SPKI hash (base64): the one key Chromium trusts for interception. */
   spki: string;
   /** The cgroup.procs files the browser's first process writes itself into before it execs (may be empty). */
@@ -126,6 +128,13 @@ export function logTail(stderr: string): string {
     .join(' | ');
 }
 
+/**
+ * The browser's first process could not join the environment's cgroups (its exit code 125):
+ * their directories went between the broker's making them and the join (an environment
+ * starting on this host makes its cgroup directories afresh). Nothing ran outside them.
+ */
+export class CgroupJoinError extends Error {}
+
 export interface BrowserSandbox {
   pipe: CdpPipe;
   /** The staging directory on the host (bound at /run/gw inside): uploads go under it. */
@@ -149,7 +158,7 @@ export async function startBrowserSandbox(o: BrowserSandboxOptions): Promise<Bro
   const why = sandboxUnavailable();
   if (why) throw new Error(`the browser sandbox cannot start: ${why}`);
   const root = process.getuid?.() === 0;
-  const uid = root ? browserUid(o.environmentId) : process.getuid!();
+  const uid = root ? o.uid : process.getuid!();
   const binary = chromiumBinary(o.executablePath);
   // The staging directory: root-owned, traversable, not listable; holds the proxy socket and uploads.
   const stagingDir = mkdtempSync(join(tmpdir(), 'gw-browser-'));
@@ -185,7 +194,11 @@ export async function startBrowserSandbox(o: BrowserSandboxOptions): Promise<Bro
     stdio: ['ignore', 'ignore', 'pipe', 'pipe', 'pipe', 'pipe'],
     env: { PATH: '/usr/sbin:/usr/bin:/sbin:/bin' },
   });
-  (proc.stdio as unknown as Writable[])[5]!.end(POLICY);
+  const policy = (proc.stdio as unknown as Writable[])[5]!;
+  // A browser that ends at once (a cgroup it cannot join) resets these pipes: its exit says why.
+  policy.on('error', () => {});
+  proc.stderr!.on('error', () => {});
+  policy.end(POLICY);
   let stderr = '';
   proc.stderr!.on('data', (d: Buffer) => {
     stderr = (stderr + d.toString('utf8')).slice(-8000);
@@ -211,7 +224,8 @@ export async function startBrowserSandbox(o: BrowserSandboxOptions): Promise<Bro
   ]);
   if (!answered || answered.error) {
     await kill();
-    throw new Error(`Chromium did not start: ${logTail(stderr).slice(0, 500) || 'no answer within 30 s'}`);
+    const why = `Chromium did not start: ${logTail(stderr).slice(0, 500) || 'no answer within 30 s'}`;
+    throw proc.exitCode === 125 ? new CgroupJoinError(why) : new Error(why);
   }
   return { pipe, stagingDir, proc, exited, kill, stderrTail: () => logTail(stderr) };
 }

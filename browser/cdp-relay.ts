@@ -208,15 +208,24 @@ export function relayCdp(client: WebSocket, browser: EnvBrowser, contextId: stri
         const url = typeof p.url === 'string' ? p.url : 'about:blank';
         if (!urlAllowed(url)) return refuse(m, 'this URL scheme is not available to a lease (file:, chrome:, view-source:, devtools: and the like are refused)');
         if (!browser.roomForPage(contextId)) return refuse(m, 'the lease has as many pages open as it may (GATEWAY_BROWSER_PAGES_PER_LEASE)');
-        const params: Record<string, unknown> = { url, browserContextId: contextId };
-        for (const k of ['width', 'height', 'newWindow', 'background']) if (p[k] !== undefined) params[k] = p[k];
-        pipe.call(method, params, r, (a) => {
+        const created = (a: Msg): void => {
           const targetId = (a.result as { targetId?: string } | undefined)?.targetId;
-          // Known at once: an attachToTarget right after the answer must find it (issue 23, item 6).
-          if (targetId) browser.knownPage(targetId, contextId, url);
           const answer = (): void => toClient(a.error ? { id: m.id, error: a.error } : { id: m.id, result: a.result });
           if (targetId && autoAttach) void attach(targetId).then(answer);
           else answer();
+        };
+        const params: Record<string, unknown> = { url, browserContextId: contextId };
+        for (const k of ['width', 'height', 'newWindow', 'background']) if (p[k] !== undefined) params[k] = p[k];
+        // The context's blank page, when it has one (env-browser.ts, Spare): its renderer is up, or starting.
+        void browser.takeBlankPage(contextId, { url, sized: p.width !== undefined || p.height !== undefined }).then((blank) => {
+          if (closed) return;
+          if (blank) return created({ result: { targetId: blank } });
+          pipe.call(method, params, r, (a) => {
+            const targetId = (a.result as { targetId?: string } | undefined)?.targetId;
+            // Known at once: an attachToTarget right after the answer must find it (issue 23, item 6).
+            if (targetId) browser.knownPage(targetId, contextId, url);
+            created(a);
+          });
         });
         return;
       }

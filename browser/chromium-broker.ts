@@ -2,15 +2,17 @@ import { createHash, createPublicKey } from 'node:crypto';
 import type { Socket } from 'node:net';
 import type { Logger } from '../lib/log.js';
 import type { BrowserBroker, OpenLease, StorageState } from './broker.js';
-import { sandboxUnavailable, startBrowserSandbox } from './browser-sandbox.js';
+import { BrowserPool, type SlotCgroups } from './browser-pool.js';
+import { CgroupJoinError, browserUid, sandboxUnavailable, startBrowserSandbox } from './browser-sandbox.js';
 import { EnvBrowser } from './env-browser.js';
 
 /**
  * The browser broker on real Chromium (Debian's `chromium`; issue 14, reworked by issue 23):
  * **one sandboxed browser process per environment** (browser-sandbox.ts), started with the
- * environment's first lease and kept warm a minute after its last one, and one fresh
- * browser context per lease. Two environments never share a browser, so a renderer exploit
- * meets nothing of another end user; the leases of one environment (one agent) share one.
+ * environment's first lease (or taken from a pool of browsers started ahead:
+ * browser-pool.ts) and kept warm a minute after its last one, and one fresh browser context
+ * per lease. Two environments never share a browser, so a renderer exploit meets nothing of
+ * another end user; the leases of one environment (one agent) share one.
  *
  * The gateway intercepts TLS with leaves that all share one key; Chromium is told to trust
  * exactly that key (`--ignore-certificate-errors-spki-list`), and its only way out is the
@@ -31,6 +33,10 @@ export interface ChromiumBrokerOptions {
   proxyConnection(environmentId: string, socket: Socket): void;
   /** How long a browser without leases is kept for the next lease (ms). */
   keepWarmMs?: number;
+  /** GATEWAY_BROWSER_POOL_SIZE: browsers started ahead for environments' first leases (0: none). */
+  poolSize?: number;
+  /** The cgroups pool slots run in before their claim (null: no cgroups on this host). */
+  poolCgroups?: SlotCgroups | null;
 }
 
 export class ChromiumBroker implements BrowserBroker {
@@ -41,6 +47,7 @@ export class ChromiumBroker implements BrowserBroker {
   readonly #leaseEnv = new Map<string, string>();
   readonly #unavailable: string | null;
   readonly #sweep: NodeJS.Timeout;
+  readonly #pool: BrowserPool | null;
   #closed = false;
 
   constructor(private readonly opts: ChromiumBrokerOptions) {
@@ -50,10 +57,34 @@ export class ChromiumBroker implements BrowserBroker {
     if (this.#unavailable) opts.log.warn({ reason: this.#unavailable }, 'browser leases cannot start: the browser sandbox is not available on this machine');
     this.#sweep = setInterval(() => void this.#stopIdle(), 5_000);
     this.#sweep.unref();
+    this.#pool = this.#makePool();
+  }
+
+  /**
+   * The pool, where slots can be what browser-pool.ts says: as root (a uid of their own),
+   * and where the host has cgroups, with freeze (a claim moves a frozen slot).
+   */
+  #makePool(): BrowserPool | null {
+    const size = this.opts.poolSize ?? 0;
+    if (size <= 0 || this.#unavailable) return null;
+    const cgroups = this.opts.poolCgroups ?? null;
+    let why: string | null = null;
+    if (process.getuid?.() !== 0) why = 'the service does not run as root (a slot needs a uid of its own)';
+    else if (cgroups && cgroups.support.layout !== 'none' && !cgroups.support.freeze) why = 'the host\'s cgroups cannot freeze a slot for its claim';
+    if (why) {
+      this.opts.log.warn({ reason: why }, 'the browser pool is off: first leases start their browser');
+      return null;
+    }
+    return new BrowserPool({ size, cgroups, log: this.opts.log, launch: (uid, procs, env) => this.#launch(uid, procs, env) });
   }
 
   up(): boolean {
     return !this.#unavailable && !this.#closed;
+  }
+
+  /** The pool's size and the slots ready now, or null when there is no pool. */
+  pool(): { size: number; ready: number } | null {
+    return this.#pool ? { size: this.#pool.size, ready: this.#pool.ready } : null;
   }
 
   /** The environment's browser, started if it is not running. */
@@ -80,15 +111,15 @@ export class ChromiumBroker implements BrowserBroker {
   async #start(environmentId: string): Promise<EnvBrowser> {
     if (this.#unavailable) throw new Error(this.#unavailable);
     const t0 = performance.now();
-    const cgroupProcs = (await this.opts.cgroupFor?.(environmentId)) ?? [];
-    const sandbox = await startBrowserSandbox({
-      executablePath: this.opts.executablePath, environmentId, spki: this.#spki, cgroupProcs,
-      onProxyConnection: (s) => this.opts.proxyConnection(environmentId, s),
+    const procsFor = async (): Promise<string[]> => (await this.opts.cgroupFor?.(environmentId)) ?? [];
+    const claimed = await this.#claimSlot(environmentId, procsFor);
+    const b = claimed ?? await this.#launch(browserUid(environmentId), await procsFor(), () => environmentId).catch(async (err) => {
+      // Its cgroup directories went before it joined them (the environment's own start on
+      // this host makes them afresh): once more, into them as they are now.
+      if (!(err instanceof CgroupJoinError)) throw err;
+      return this.#launch(browserUid(environmentId), await procsFor(), () => environmentId);
     });
-    const b = await EnvBrowser.start(sandbox, environmentId, this.opts.pagesPerLease).catch(async (err) => {
-      await sandbox.kill();
-      throw err;
-    });
+    const sandbox = b.sandbox;
     void sandbox.exited.then(() => {
       const open = [...this.#leaseEnv].filter(([, env]) => env === environmentId).map(([lease]) => lease);
       if (open.length && !this.#closed) {
@@ -96,8 +127,39 @@ export class ChromiumBroker implements BrowserBroker {
       }
       this.opts.cgroupDone?.(environmentId);
     });
-    this.opts.log.debug({ environment_id: environmentId, ms: Math.round(performance.now() - t0) }, 'environment browser started');
+    this.opts.log.debug({ environment_id: environmentId, ms: Math.round(performance.now() - t0), pool: Boolean(claimed) }, 'environment browser started');
     return b;
+  }
+
+  /** A pool slot made the environment's, or null (none ready, or its claim failed: the slot is killed, never handed out). */
+  async #claimSlot(environmentId: string, procsFor: () => Promise<string[]>): Promise<EnvBrowser | null> {
+    this.#pool?.want();
+    const slot = this.#pool?.take();
+    if (!slot) return null;
+    try {
+      await this.#pool!.claim(slot, environmentId, procsFor);
+      return slot.browser;
+    } catch (err) {
+      this.opts.log.warn({ err, environment_id: environmentId, uid: slot.uid }, 'a browser pool slot could not be claimed; the environment\'s browser starts cold');
+      await slot.browser.stop();
+      return null;
+    }
+  }
+
+  /** A sandboxed browser as `uid` in these cgroups; its proxy socket serves `environment()`, and refuses while it is null (a slot before its claim). */
+  async #launch(uid: number, cgroupProcs: string[], environment: () => string | null): Promise<EnvBrowser> {
+    const sandbox = await startBrowserSandbox({
+      executablePath: this.opts.executablePath, uid, spki: this.#spki, cgroupProcs,
+      onProxyConnection: (s) => {
+        const env = environment();
+        if (env) this.opts.proxyConnection(env, s);
+        else s.destroy();
+      },
+    });
+    return EnvBrowser.start(sandbox, this.opts.pagesPerLease).catch(async (err) => {
+      await sandbox.kill();
+      throw err;
+    });
   }
 
   async #stopIdle(): Promise<void> {
@@ -142,8 +204,9 @@ export class ChromiumBroker implements BrowserBroker {
     return (await this.#of(leaseId)).exportState(leaseId);
   }
 
+  /** The lease leaves the registry synchronously (before the first await): nothing reaches its context after the call. */
   async close(leaseId: string): Promise<void> {
-    const b = await this.#of(leaseId).catch(() => null);
+    const b = this.browserOf(leaseId)?.browser;
     this.#leaseEnv.delete(leaseId);
     await b?.closeContext(leaseId).catch(() => {});
   }
@@ -155,6 +218,7 @@ export class ChromiumBroker implements BrowserBroker {
   async shutdown(): Promise<void> {
     this.#closed = true;
     clearInterval(this.#sweep);
+    await this.#pool?.shutdown();
     const all = [...this.#running.values(), ...(await Promise.all([...this.#starting.values()].map((p) => p.catch(() => null))))];
     this.#running.clear();
     this.#leaseEnv.clear();

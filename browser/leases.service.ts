@@ -258,7 +258,10 @@ export function createLeasesService(deps: LeasesDeps) {
       takenOver.delete(id);
       deps.onEnded?.(id);
     }
-    if (outcome === 'close') await broker.close(id);
+    // Not awaited (issue 29, item 3): the lease leaves the broker's registry at once, so no
+    // relay or viewer reaches its context any more; Chromium's disposal of it (~10 ms: its
+    // renderers end) goes on after the answer.
+    if (outcome === 'close') void broker.close(id);
     if (outcome === 'export') void saveState(developerId, id);
     return get(developerId, id);
   }

@@ -67,6 +67,8 @@ export interface Config {
   browserLimits: { perDeveloper: number; perEndUser: number };
   /** GATEWAY_BROWSER_PAGES_PER_LEASE: pages (tabs, popups) one lease may have open at once (issue 23). */
   browserPagesPerLease: number;
+  /** GATEWAY_BROWSER_POOL_SIZE: sandboxed browsers started ahead for environments' first leases, from a host's first lease on (issue 29; ~125 MiB of its own each; 0: none). */
+  browserPoolSize: number;
   /**
    * GATEWAY_HEALTH_PORT: /healthz and /readyz on a port of their own (issue 25). `gateway host`
    * (no API port) serves them there, 8082 when unset; `gateway start` serves them on the API
@@ -156,6 +158,7 @@ const schema = Joi.object({
   GATEWAY_BROWSER_LEASES_PER_DEVELOPER: Joi.number().integer().min(0).max(1_000_000).default(50),
   GATEWAY_BROWSER_LEASES_PER_END_USER: Joi.number().integer().min(0).max(1_000_000).default(5),
   GATEWAY_BROWSER_PAGES_PER_LEASE: Joi.number().integer().min(1).max(1000).default(10),
+  GATEWAY_BROWSER_POOL_SIZE: Joi.number().integer().min(0).max(64).default(2),
   GATEWAY_HEALTH_PORT: port,
   GATEWAY_SHUTDOWN_GRACE_SECS: Joi.number().integer().min(0).max(3600).default(30),
   LOG_LEVEL: Joi.string().valid('fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent').default('info'),
@@ -249,6 +252,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Readonly<Confi
     chromiumPath: value.CHROMIUM_PATH,
     browserLimits: Object.freeze({ perDeveloper: value.GATEWAY_BROWSER_LEASES_PER_DEVELOPER, perEndUser: value.GATEWAY_BROWSER_LEASES_PER_END_USER }),
     browserPagesPerLease: value.GATEWAY_BROWSER_PAGES_PER_LEASE,
+    browserPoolSize: value.GATEWAY_BROWSER_POOL_SIZE,
     healthPort: value.GATEWAY_HEALTH_PORT ?? null,
     shutdownGraceMs: value.GATEWAY_SHUTDOWN_GRACE_SECS * 1000,
     logLevel: value.LOG_LEVEL,

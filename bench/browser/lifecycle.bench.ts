@@ -9,6 +9,8 @@
  *   npx tsx bench/browser/lifecycle.bench.ts                          # BENCH_COLD=15, BENCH_WARM=40
  *   BENCH_COLD=3 BENCH_WARM=5 npx tsx bench/browser/lifecycle.bench.ts
  *   BENCH_TRACE=1 npx tsx bench/browser/lifecycle.bench.ts            # + the first lease's breakdown
+ *   BENCH_PACED=0 ...                                                  # no later leases paced 1 s apart (default 20)
+ *   BENCH_POOL=0 ...                                                   # GATEWAY_BROWSER_POOL_SIZE (default: the service's)
  *
  * Two cases: the **first lease of an environment** (each run a fresh, running environment:
  * its browser starts inside the lease's create) and **a later lease of the same environment**
@@ -20,20 +22,23 @@
  * (flat), what a CDP client's newPage() sends; "load" is Page.navigate until loadEventFired;
  * "release" is closing the socket and POST .../release answering.
  *
- * Memory of an idle sandboxed browser (what a warm pool would hold per slot): PSS of every
- * process of the browser's host uid, read 1.5 s after the environment's first lease was
- * released (the browser running, no context, no page).
+ * Memory of an idle sandboxed browser: PSS and USS of every process of the browser's host
+ * uid, read 1.5 s after the environment's first lease was released (the browser running,
+ * its spare context and blank page ready, no lease); and of each idle pool slot (its uid in
+ * the slot range) at the end, the pool refilled: what the pool costs.
  */
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { startFakeUpstream } from '../../test/helpers/upstream.js';
 import { RawCdp } from '../../test/helpers/cdp-client.js';
-import { browserUid } from '../../browser/browser-sandbox.js';
+import { SLOT_UID_BASE, SLOT_UID_RANGE } from '../../browser/browser-pool.js';
 import { loadavg, ms, pct, pssOfUid, readTrace, startGateway, wall } from '../child-gateway.js';
 
 const COLD = Number(process.env.BENCH_COLD ?? 15);
 const WARM = Number(process.env.BENCH_WARM ?? 40);
+/** Later leases one second after the previous release (an agent that does anything between two leases): the browser has had idle time. */
+const PACED = Number(process.env.BENCH_PACED ?? 20);
 const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
 
 const up = await startFakeUpstream();
@@ -47,11 +52,32 @@ writeFileSync(join(caDir, 'ca.pem'), up.ca.certPem);
 
 const loadBefore = loadavg();
 const gw = await startGateway({
+  ...(process.env.BENCH_POOL !== undefined ? { GATEWAY_BROWSER_POOL_SIZE: process.env.BENCH_POOL } : {}),
   GATEWAY_UPSTREAM_OVERRIDES: `app.example.com=127.0.0.1:${up.port}`, GATEWAY_UPSTREAM_CA_FILE: join(caDir, 'ca.pem'), CHROMIUM_PATH: CHROMIUM,
   GATEWAY_BROWSER_LEASES_PER_DEVELOPER: '100', GATEWAY_BROWSER_LEASES_PER_END_USER: '100',
 });
 
 interface Sample { id: string; create: number; connect: number; newPage: number; load: number; reload: number; release: number; total: number; t0: number; tCreated: number }
+
+/** Host uids of the browsers (their own range and the slot range) with a live process, and those in the environment's cgroup. */
+function browserUids(environmentId?: string): number[] {
+  const out = new Set<number>();
+  for (const p of readdirSync('/proc')) {
+    if (!/^\d+$/.test(p)) continue;
+    try {
+      const uid = Number(/^Uid:\s+(\d+)/m.exec(readFileSync(`/proc/${p}/status`, 'utf8'))?.[1]);
+      if (uid < 1_100_000 || uid >= SLOT_UID_BASE + SLOT_UID_RANGE) continue;
+      if (environmentId && !readFileSync(`/proc/${p}/cgroup`, 'utf8').includes(environmentId)) continue;
+      out.add(uid);
+    } catch { /* gone */ }
+  }
+  return [...out];
+}
+
+/** Until the pool is full (slot uids alive: as many as the pool's size), at most 60 s. */
+async function poolFilled(size: number): Promise<void> {
+  for (let i = 0; i < 600 && browserUids().filter((u) => u >= SLOT_UID_BASE).length < size; i++) await new Promise((r) => setTimeout(r, 100));
+}
 
 async function newEnvironment(endUser: string): Promise<string> {
   const e = await gw.api('POST', '/v1/environments', { end_user_id: endUser, egress_allow: ['app.example.com'] });
@@ -88,6 +114,17 @@ async function lifecycle(environmentId: string, n: number): Promise<Sample> {
   return { id: l.body.id, create: t1 - t0, connect: t2 - t1, newPage: t3 - t2, load: t4 - t3, reload, release: t6 - t5, total: t6 - t0 - (t5 - t4), t0, tCreated: t1 };
 }
 
+async function destroy(environmentId: string): Promise<void> {
+  await gw.api('DELETE', `/v1/environments/${environmentId}`);
+  for (let k = 0; k < 2000 && (await gw.api('GET', `/v1/environments/${environmentId}`)).body.state !== 'destroyed'; k++) await new Promise((r) => setTimeout(r, 10));
+}
+
+// The pool fills from the host's first lease on: one lease (not counted), then the pool full.
+const POOL_SIZE = Number(process.env.BENCH_POOL ?? 2);
+const warmUp = await newEnvironment('lifecycle-warm-up');
+await lifecycle(warmUp, -2);
+await destroy(warmUp);
+await poolFilled(POOL_SIZE);
 const cold: Sample[] = [];
 const idleKb: number[] = [];
 const idleUssKb: number[] = [];
@@ -98,21 +135,28 @@ for (let i = 0; i < COLD; i++) {
   coldEnvs.push(env);
   cold.push(await lifecycle(env, i));
   await new Promise((r) => setTimeout(r, 1500));
-  const m = pssOfUid(browserUid(env));
+  const m = pssOfUid(browserUids(env)[0] ?? -1);
   idleKb.push(m.kb);
   idleUssKb.push(m.ussKb);
   idleProcs.push(m.procs);
-  // The environment goes (its cgroup, its browser with it): one browser on the host at a time.
-  await gw.api('DELETE', `/v1/environments/${env}`);
-  for (let k = 0; k < 2000 && (await gw.api('GET', `/v1/environments/${env}`)).body.state !== 'destroyed'; k++) await new Promise((r) => setTimeout(r, 10));
+  // The environment goes (its cgroup, its browser with it): one browser of an environment on the host at a time.
+  await destroy(env);
 }
 const warmEnv = await newEnvironment('lifecycle-warm');
 await lifecycle(warmEnv, -1); // its browser starts (not counted)
 const warm: Sample[] = [];
 for (let i = 0; i < WARM; i++) warm.push(await lifecycle(warmEnv, i));
+const paced: Sample[] = [];
+for (let i = 0; i < PACED; i++) {
+  await new Promise((r) => setTimeout(r, 1000));
+  paced.push(await lifecycle(warmEnv, WARM + i));
+}
 const loadAfter = loadavg();
-await gw.api('DELETE', `/v1/environments/${warmEnv}`);
-for (let k = 0; k < 2000 && (await gw.api('GET', `/v1/environments/${warmEnv}`)).body.state !== 'destroyed'; k++) await new Promise((r) => setTimeout(r, 10));
+await destroy(warmEnv);
+// The pool's cost: each idle slot, the pool full again (every browser of an environment is gone).
+await poolFilled(POOL_SIZE);
+await new Promise((r) => setTimeout(r, 1500));
+const slots = browserUids().filter((u) => u >= SLOT_UID_BASE).map((u) => pssOfUid(u));
 const trace = readTrace(gw.traceFile);
 await gw.stop();
 await up.close();
@@ -125,14 +169,16 @@ console.log(`load average before: ${loadBefore}; after: ${loadAfter}\n`);
 console.log('| p50 ms | create lease | connect CDP | new page | load page (gateway) | release | **total** | total p90 | total p99 |');
 console.log('|---|---:|---:|---:|---:|---:|---:|---:|---:|');
 const row = (name: string, s: Sample[]) => console.log(`| ${name} | ${p50(s.map((x) => x.create))} | ${p50(s.map((x) => x.connect))} | ${p50(s.map((x) => x.newPage))} | ${p50(s.map((x) => x.load))} | ${p50(s.map((x) => x.release))} | **${p50(s.map((x) => x.total)).trim()}** | ${ms(pct(s.map((x) => x.total), 90))} | ${ms(pct(s.map((x) => x.total), 99))} |`);
-row('ours, first lease of an environment (its browser starts)', cold);
-row('ours, later lease of the same environment (browser warm)', warm);
+row(`ours, first lease of an environment (${POOL_SIZE ? `pool of ${POOL_SIZE}: a slot claimed when one is ready` : 'no pool: its browser starts'})`, cold);
+row('ours, later lease of the same environment (browser warm), back to back', warm);
+if (paced.length) row('ours, later lease of the same environment, 1 s after the previous release', paced);
 console.log('| target (issue 29, item 3) | | | | | | 150 | | |');
 console.log('| ours before, one shared browser (issue 29\'s figure) | | | | | | 325 | | |');
 console.log('| BaseLayer (published) | | | | | | 224 | | |');
 console.log('| Kernel (published) | | | | | | 365 | | |');
 console.log('| Browserbase (published) | | | | | | 578 | | |');
 console.log(`\nA second load of the same site in the same page (not in the total): p50 ${pct(warm.map((x) => x.reload), 50).toFixed(1)} ms warm, ${pct(cold.map((x) => x.reload), 50).toFixed(1)} ms first lease`);
+if (slots.length) console.log(`Idle pool slots (${slots.length}): USS ${slots.map((m) => (m.ussKb / 1024).toFixed(1)).join(', ')} MiB; PSS ${slots.map((m) => (m.kb / 1024).toFixed(1)).join(', ')} MiB; ${slots.map((m) => m.procs).join(', ')} processes`);
 console.log(`Idle sandboxed browser (running, no lease, no page): USS (its own pages) p50 ${(pct(idleUssKb, 50) / 1024).toFixed(1)} MiB; PSS p50 ${(pct(idleKb, 50) / 1024).toFixed(1)} MiB (min ${(Math.min(...idleKb) / 1024).toFixed(1)}, max ${(Math.max(...idleKb) / 1024).toFixed(1)}) over ${pct(idleProcs, 50)} processes`);
 
 if (trace.length) {
