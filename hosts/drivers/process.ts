@@ -834,14 +834,14 @@ export class ProcessDriver implements HostDriver {
     const dir = join(this.opts.rootDir, name);
     const uid = this.#allocateUid();
     this.#startingSlotUids.add(uid);
-    mkdirSync(join(dir, 'disk'), { recursive: true, mode: 0o700 });
-    mkdirSync(join(dir, 'service'), { mode: 0o755 });
-    mkdirSync(join(dir, 'etc'), { mode: 0o755 });
-    chmodSync(dir, 0o755);
     const img = join(dir, 'disk.img');
     let loop: string | null = null;
     let bridged: { bridge: Server; bridgeSockets: Set<Socket> } | null = null;
     try {
+      mkdirSync(join(dir, 'disk'), { recursive: true, mode: 0o700 });
+      mkdirSync(join(dir, 'service'), { mode: 0o755 });
+      mkdirSync(join(dir, 'etc'), { mode: 0o755 });
+      chmodSync(dir, 0o755);
       await this.#images!.ensure(img, gib, uid);
       loop = await this.#mountInto(dir, img);
       this.#writeEtc(dir);
@@ -921,7 +921,8 @@ export class ProcessDriver implements HostDriver {
   /**
    * A host uid no environment and no process uses (a slot's, recorded as its environment's
    * at the claim): random in the environments' range, not the hashed uid of any environment
-   * or browser of this host's directory, not recorded for one, not any live process's.
+   * of this host's directory, not recorded for one, not any live process's (environments'
+   * browsers have a range of their own).
    */
   #allocateUid(): number {
     const taken = new Set<number>([...this.#slots.map((s) => s.uid), ...this.#startingSlotUids]);
