@@ -78,8 +78,8 @@ export interface BrowserPoolOptions {
   launch(uid: number, cgroupProcs: string[], environment: () => string | null): Promise<EnvBrowser>;
 }
 
-/** A uid of the slot range that no live process has and no live slot holds. */
-export function allocateSlotUid(held: Set<number>): number {
+/** A uid of [base, base + range) that no live process has and `held` does not hold. */
+export function allocateUid(held: Set<number>, base: number, range: number): number {
   const taken = new Set(held);
   for (const p of readdirSync('/proc')) {
     if (!/^\d+$/.test(p)) continue;
@@ -88,10 +88,15 @@ export function allocateSlotUid(held: Set<number>): number {
     } catch { /* gone */ }
   }
   for (let i = 0; i < 1000; i++) {
-    const uid = SLOT_UID_BASE + (randomBytes(4).readUInt32BE(0) % SLOT_UID_RANGE);
+    const uid = base + (randomBytes(4).readUInt32BE(0) % range);
     if (!taken.has(uid)) return uid;
   }
-  throw new Error('no free uid in the browser slot range');
+  throw new Error('no free uid in the browsers\' range');
+}
+
+/** A uid of the slot range that no live process has and no live slot holds. */
+export function allocateSlotUid(held: Set<number>): number {
+  return allocateUid(held, SLOT_UID_BASE, SLOT_UID_RANGE);
 }
 
 /**

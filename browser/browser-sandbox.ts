@@ -1,5 +1,4 @@
 import { spawn, type ChildProcess } from 'node:child_process';
-import { createHash } from 'node:crypto';
 import { chmodSync, existsSync, mkdtempSync, readFileSync, realpathSync, rmSync } from 'node:fs';
 import { createServer, type Server, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -12,7 +11,7 @@ import { CdpPipe } from './cdp-pipe.js';
  * so its browser is treated like the agent's own code:
  *
  * - **Its own uid.** Chromium runs as an unprivileged host uid of its own per environment
- *   (`browserUid`, or a pool slot's allocated uid: browser-pool.ts), never the service's
+ *   (allocated per start from a range of its own, or a pool slot's: browser-pool.ts), never the service's
  *   (root): even a process that left every namespace could read nothing of DATA_DIR (0700,
  *   root) nor any environment's disk.
  * - **Nothing to read.** bubblewrap gives it a fresh root (a tmpfs) with `/usr` read-only, a
@@ -37,7 +36,7 @@ import { CdpPipe } from './cdp-pipe.js';
  */
 export interface BrowserSandboxOptions {
   executablePath: string;
-  /** The host uid it runs as when the service is root: `browserUid(environment)`, or a pool slot's allocated uid. */
+  /** The host uid it runs as when the service is root: allocated per start (chromium-broker.ts), or a pool slot's. */
   uid: number;
   /** The gateway's shared leaf key's SPKI hash (base64): the one key Chromium trusts for interception. */
   spki: string;
@@ -51,13 +50,15 @@ export const BROWSER_PROXY_PORT = 3128;
 /** Inside the browser's sandbox: the staging directory (proxy socket, uploads). */
 export const BROWSER_RUN = '/run/gw';
 
-const BASE_UID = 1_100_000;
-const UID_RANGE = 800_000;
-
-/** The unprivileged host uid an environment's browser runs as (a range apart from the environments' own). */
-export function browserUid(envId: string): number {
-  return BASE_UID + (createHash('sha256').update(`browser:${envId}`).digest().readUInt32BE(0) % UID_RANGE);
-}
+/**
+ * The uids of browsers started for their environment (a range apart from the environments'
+ * own and the pool's slots'): each start takes one no live process has (chromium-broker.ts),
+ * so two environments' browsers never share one. (Until issue 29 it was this base + a hash
+ * of the environment id, which two environments could share; a browser keeps nothing on the
+ * host under its uid from one start to the next, so nothing needs it stable.)
+ */
+export const BROWSER_UID_BASE = 1_100_000;
+export const BROWSER_UID_RANGE = 800_000;
 
 /** What Chromium may never open, whatever CDP says (the relay refuses these first). */
 export const BLOCKED_URLS = ['file://*', 'chrome://*', 'chrome-untrusted://*', 'chrome-extension://*', 'devtools://*', 'view-source:*', 'chrome-search://*'];

@@ -2,8 +2,8 @@ import { createHash, createPublicKey } from 'node:crypto';
 import type { Socket } from 'node:net';
 import type { Logger } from '../lib/log.js';
 import type { BrowserBroker, OpenLease, StorageState } from './broker.js';
-import { BrowserPool, type SlotCgroups } from './browser-pool.js';
-import { CgroupJoinError, browserUid, sandboxUnavailable, startBrowserSandbox } from './browser-sandbox.js';
+import { BrowserPool, allocateUid, type SlotCgroups } from './browser-pool.js';
+import { BROWSER_UID_BASE, BROWSER_UID_RANGE, CgroupJoinError, sandboxUnavailable, startBrowserSandbox } from './browser-sandbox.js';
 import { EnvBrowser } from './env-browser.js';
 
 /**
@@ -48,6 +48,8 @@ export class ChromiumBroker implements BrowserBroker {
   readonly #unavailable: string | null;
   readonly #sweep: NodeJS.Timeout;
   readonly #pool: BrowserPool | null;
+  /** Uids of browsers being started cold (no process of theirs in /proc yet). */
+  readonly #startingUids = new Set<number>();
   #closed = false;
 
   constructor(private readonly opts: ChromiumBrokerOptions) {
@@ -113,11 +115,11 @@ export class ChromiumBroker implements BrowserBroker {
     const t0 = performance.now();
     const procsFor = async (): Promise<string[]> => (await this.opts.cgroupFor?.(environmentId)) ?? [];
     const claimed = await this.#claimSlot(environmentId, procsFor);
-    const b = claimed ?? await this.#launch(browserUid(environmentId), await procsFor(), () => environmentId).catch(async (err) => {
+    const b = claimed ?? await this.#launchCold(environmentId, procsFor).catch(async (err) => {
       // Its cgroup directories went before it joined them (the environment's own start on
       // this host makes them afresh): once more, into them as they are now.
       if (!(err instanceof CgroupJoinError)) throw err;
-      return this.#launch(browserUid(environmentId), await procsFor(), () => environmentId);
+      return this.#launchCold(environmentId, procsFor);
     });
     const sandbox = b.sandbox;
     void sandbox.exited.then(() => {
@@ -143,6 +145,18 @@ export class ChromiumBroker implements BrowserBroker {
       this.opts.log.warn({ err, environment_id: environmentId, uid: slot.uid }, 'a browser pool slot could not be claimed; the environment\'s browser starts cold');
       await slot.browser.stop();
       return null;
+    }
+  }
+
+  /** The environment's browser started for it: a uid of the browsers' range no live process has (nor one starting). */
+  async #launchCold(environmentId: string, procsFor: () => Promise<string[]>): Promise<EnvBrowser> {
+    const uid = allocateUid(this.#startingUids, BROWSER_UID_BASE, BROWSER_UID_RANGE);
+    this.#startingUids.add(uid);
+    try {
+      return await this.#launch(uid, await procsFor(), () => environmentId);
+    } finally {
+      // Alive from here, its processes hold it (the allocation reads /proc).
+      this.#startingUids.delete(uid);
     }
   }
 
