@@ -48,7 +48,8 @@ export const HOST_ENV: Readonly<Record<string, string>> = Object.freeze({ PATH: 
 
 export const PERL = '/usr/bin/perl';
 
-// Syscall numbers (x86_64): setgroups 116, setresuid 117, setresgid 119, prctl 157, setns 308.
+// Syscall numbers (x86_64): close 3, setgroups 116, setresuid 117, setresgid 119, prctl 157, setns 308,
+// clone3 435, close_range 436.
 // prctl: PR_SET_NO_NEW_PRIVS 38, PR_SET_SECCOMP 22 (SECCOMP_MODE_FILTER 2), PR_CAPBSET_DROP 24,
 // PR_CAP_AMBIENT 47 (PR_CAP_AMBIENT_CLEAR_ALL 4). Perl's syscall() passes a value that is a
 // number as an integer and anything else as a pointer to its bytes: every integer below is
@@ -117,7 +118,9 @@ if ($cmd !~ m{/}) {
   }
 }
 if (!length($cmd) || !defined($path) || !-e $path) { marker('notfound'); exit 127 }
-if (open(my $m, '>&=', 3)) { close($m) }
+# Nothing but stdio reaches the command: fd 3, and any descriptor the service itself was
+# started with that is not close-on-exec (a supervisor's pipe), end here (close_range).
+syscall(436, 3, 0xffffffff, 0) == 0 or map { syscall(3, $_) } 3 .. 1023;
 exec { $path } @argv;
 my $e = $! + 0;
 syswrite(STDERR, "exec: $cmd: $!\\n");
@@ -145,7 +148,7 @@ exit($e == 2 ? 127 : 126);
  * argv: n, n cgroup.procs files, the environment's directory, its uid, bubblewrap's argv.
  * It runs with HOST_ENV and loads no module; nothing in argv is the caller's. Syscall
  * numbers (x86_64): mount 165, umount2 166, unshare 272; MS_BIND 0x1000, MS_REC 0x4000,
- * MS_PRIVATE 0x40000, MNT_DETACH 2.
+ * MS_PRIVATE 0x40000, MNT_DETACH 2; close_range 436, close 3.
  */
 export const START_LAUNCHER = `
 my $n = shift(@ARGV) + 0;
@@ -172,6 +175,9 @@ for my $at (sort { $b cmp $a } @held) {
 syscall(116, 0, 0) == 0 or fail('setgroups', 124);
 syscall(119, $id, $id, $id) == 0 or fail('setresgid', 124);
 syscall(117, $id, $id, $id) == 0 or fail('setresuid', 124);
+# bubblewrap gets stdio, its info fd (3) and the filter (4): any other descriptor the service
+# was started with that is not close-on-exec (a supervisor's pipe) ends here (close_range).
+syscall(436, 5, 0xffffffff, 0) == 0 or map { syscall(3, $_) } 5 .. 1023;
 exec { $ARGV[0] } @ARGV;
 fail("exec $ARGV[0]", 124);
 `;
