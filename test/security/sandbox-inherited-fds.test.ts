@@ -1,7 +1,7 @@
 import { expect } from 'chai';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { mkdtempSync, readlinkSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, readdirSync, readlinkSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { createInterface } from 'node:readline';
@@ -13,10 +13,13 @@ import { skipWithoutRuntime } from '../helpers/runtime.js';
  * pipe, a socket it was handed) was inherited by every host helper, bubblewrap and every
  * exec: inside the sandbox the agent held a host-side socket or pipe (seen with a test
  * harness's pipe at fd 251). The start and exec launchers now close every descriptor but the
- * ones they pass (hosts/drivers/enter.ts). Attack: the service runs with an extra socket at
- * fd 3 (as a supervisor would start it), and no process of the sandbox holds it.
+ * ones they pass (hosts/drivers/enter.ts). The browser's start goes through bubblewrap,
+ * which closes what it does not pass in the sandbox it makes: its test guards that.
+ * Attack: the service runs with an extra socket at fd 7 (as a supervisor would start it; above
+ * the descriptors the browser's start passes), and no process of the sandbox or the browser
+ * holds it.
  */
-describe('security: descriptors the service inherited never reach a sandbox (issue 29)', function () {
+describe('security: descriptors the service inherited never reach a sandbox or a browser (issue 29)', function () {
   this.timeout(90_000);
   let child: ChildProcess;
   let dataDir: string;
@@ -34,7 +37,7 @@ describe('security: descriptors the service inherited never reach a sandbox (iss
         PATH: process.env.PATH ?? '/usr/bin:/bin', DATA_DIR: dataDir, DATABASE_URL: `sqlite:${join(dataDir, 'gateway.sqlite')}`, API_PORT: '0', PROXY_PORT: '0',
         GATEWAY_HEALTH_PORT: '0', GATEWAY_RUNTIME: 'process', GATEWAY_BOOTSTRAP_API_KEY: key, GATEWAY_DISK_PREALLOCATE: '0', LOG_LEVEL: 'info',
       },
-      stdio: ['ignore', 'pipe', 'pipe', 'pipe'],
+      stdio: ['ignore', 'pipe', 'pipe', 'ignore', 'ignore', 'ignore', 'ignore', 'pipe'],
     });
     const lines: string[] = [];
     child.stderr!.on('data', (d) => lines.push(String(d)));
@@ -64,17 +67,49 @@ describe('security: descriptors the service inherited never reach a sandbox (iss
     if (dataDir) rmSync(dataDir, { recursive: true, force: true });
   });
 
-  it('the service holds the socket at fd 3; no process of the sandbox, and no exec, holds it', async () => {
-    const held = readlinkSync(`/proc/${child.pid}/fd/3`);
+  it('the service holds a socket at fd 7; no process of the sandbox, and no exec, holds it', async () => {
+    const held = readlinkSync(`/proc/${child.pid}/fd/7`);
     expect(held).to.match(/^socket:\[\d+\]$/);
     const env = (await api('POST', '/v1/environments', { end_user_id: 'fd-prober', resources: { cpus: 1, memory_mib: 512, disk_gib: 1 } })).body;
-    const r = await api('POST', `/v1/environments/${env.id}/exec`, {
-      command: ['sh', '-c', 'ls -l /proc/$$/fd | tail -n +2 | wc -l; for p in /proc/[0-9]*; do ls -l $p/fd 2>/dev/null; done'],
+    // The exec's command itself: stdin, stdout, stderr and the directory it reads (3), nothing else.
+    const own = await api('POST', `/v1/environments/${env.id}/exec`, { command: ['ls', '/proc/self/fd'] });
+    expect(own.status, JSON.stringify(own.body)).to.equal(200);
+    expect(own.body.stdout.trim().split('\n').sort()).to.deep.equal(['0', '1', '2', '3']);
+    // And no process of the sandbox (the relay, bubblewrap's init) holds the service's socket.
+    const all = await api('POST', `/v1/environments/${env.id}/exec`, { command: ['sh', '-c', 'for p in /proc/[0-9]*; do ls -l $p/fd 2>/dev/null; done'] });
+    expect(all.status, JSON.stringify(all.body)).to.equal(200);
+    expect(all.body.stdout).to.include('socket:[');
+    expect(all.body.stdout).to.not.include(held);
+  });
+
+  it('nor does the environment\'s browser: no process of a lease\'s sandboxed Chromium holds it', async function () {
+    const held = readlinkSync(`/proc/${child.pid}/fd/7`);
+    const env = (await api('POST', '/v1/environments', { end_user_id: 'fd-browser', resources: { cpus: 1, memory_mib: 1024, disk_gib: 1 } })).body;
+    for (let i = 0; i < 300 && (await api('GET', `/v1/environments/${env.id}`)).body.state !== 'running'; i++) await new Promise((r) => setTimeout(r, 50));
+    const lease = await api('POST', '/v1/browser/leases', { environment_id: env.id });
+    expect(lease.status, JSON.stringify(lease.body)).to.equal(201);
+    // The browser's processes: every process in the environment's cgroups that is not the sandbox's (a uid of the browsers' ranges).
+    const browser = readdirSync('/proc').filter((p) => /^\d+$/.test(p)).filter((p) => {
+      try {
+        return statSync(`/proc/${p}`).uid >= 1_100_000 && readFileSync(`/proc/${p}/cgroup`, 'utf8').includes(env.id);
+      } catch {
+        return false;
+      }
     });
-    expect(r.status, JSON.stringify(r.body)).to.equal(200);
-    const [count, ...rest] = r.body.stdout.split('\n');
-    // The exec's shell: stdin, stdout, stderr; nothing else.
-    expect(count.trim()).to.equal('3');
-    expect(rest.join('\n')).to.not.include(held);
+    expect(browser.length, 'the browser runs').to.be.greaterThan(2);
+    for (const p of browser) {
+      let fds: string[] = [];
+      try {
+        fds = readdirSync(`/proc/${p}/fd`).map((f) => {
+          try {
+            return readlinkSync(`/proc/${p}/fd/${f}`);
+          } catch {
+            return '';
+          }
+        });
+      } catch { /* exited */ }
+      expect(fds, `process ${p}`).to.not.include(held);
+    }
+    await api('POST', `/v1/browser/leases/${lease.body.id}/release`);
   });
 });
