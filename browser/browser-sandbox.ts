@@ -105,6 +105,14 @@ const ETC = ['fonts', 'ld.so.cache', 'ld.so.conf', 'ld.so.conf.d', 'ssl', 'ca-ce
  * environment's memory the browser dies, not the agent's processes or its microVM.
  */
 const CGROUP_JOIN = 'n=$1; shift; while [ "$n" -gt 0 ]; do echo $$ > "$1" || exit 125; shift; n=$((n-1)); done; echo 1000 > /proc/self/oom_score_adj; exec "$@"';
+/**
+ * Before bubblewrap, every descriptor but stdio, the CDP pipe (3, 4) and the policy (5) is
+ * closed (close_range; Perl, no module): the service may hold descriptors it inherited
+ * without close-on-exec (a supervisor's pipe or socket), which reached Chromium's processes
+ * (test/security/sandbox-inherited-fds.test.ts).
+ */
+const CLOSE_OTHER_FDS = 'syscall(436, 6, 0xffffffff, 0) == 0 or map { syscall(3, $_) } 6 .. 1023; exec { $ARGV[0] } @ARGV; exit 127';
+
 /** Inside: the relay to the proxy socket, ready before Chromium starts (0C38 is port 3128 in /proc/net/tcp). */
 const LAUNCH = `exec </dev/null; (while :; do /usr/bin/socat TCP-LISTEN:${BROWSER_PROXY_PORT},bind=127.0.0.1,fork,reuseaddr UNIX-CONNECT:${BROWSER_RUN}/proxy.sock; sleep 0.2; done) & `
   + 'i=0; until grep -q ":0C38 " /proc/net/tcp 2>/dev/null || [ $i -ge 500 ]; do sleep 0.01; i=$((i+1)); done; exec "$@"';
@@ -187,9 +195,10 @@ export async function startBrowserSandbox(o: BrowserSandboxOptions): Promise<Bro
     '--chdir', '/home/browser', '--clearenv', '--setenv', 'HOME', '/home/browser', '--setenv', 'PATH', '/usr/bin:/bin', '--setenv', 'TZ', 'UTC',
     '--', '/bin/sh', '-c', LAUNCH, 'launch', real, ...FLAGS, `--ignore-certificate-errors-spki-list=${o.spki}`, 'about:blank',
   );
-  const argv = root
-    ? ['/usr/bin/setpriv', `--reuid=${uid}`, `--regid=${uid}`, '--clear-groups', '--pdeathsig', 'SIGKILL', '--', '/usr/bin/bwrap', ...bw]
-    : ['/usr/bin/bwrap', ...bw];
+  const argv = [
+    '/usr/bin/perl', '-e', CLOSE_OTHER_FDS,
+    ...(root ? ['/usr/bin/setpriv', `--reuid=${uid}`, `--regid=${uid}`, '--clear-groups', '--pdeathsig', 'SIGKILL', '--', '/usr/bin/bwrap', ...bw] : ['/usr/bin/bwrap', ...bw]),
+  ];
   // A fixed environment: nothing of the service's reaches the browser or the helpers.
   const proc = spawn('/bin/sh', ['-c', CGROUP_JOIN, 'sh', String(o.cgroupProcs.length), ...o.cgroupProcs, ...argv], {
     stdio: ['ignore', 'ignore', 'pipe', 'pipe', 'pipe', 'pipe'],

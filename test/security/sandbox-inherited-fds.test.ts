@@ -12,12 +12,12 @@ import { skipWithoutRuntime } from '../helpers/runtime.js';
  * A descriptor the service was started with and that is not close-on-exec (a supervisor's
  * pipe, a socket it was handed) was inherited by every host helper, bubblewrap and every
  * exec: inside the sandbox the agent held a host-side socket or pipe (seen with a test
- * harness's pipe at fd 251). The start and exec launchers now close every descriptor but the
- * ones they pass (hosts/drivers/enter.ts). The browser's start goes through bubblewrap,
- * which closes what it does not pass in the sandbox it makes: its test guards that.
- * Attack: the service runs with an extra socket at fd 7 (as a supervisor would start it; above
- * the descriptors the browser's start passes), and no process of the sandbox or the browser
- * holds it.
+ * harness's pipe at fd 251), and Chromium's processes held it too. The start and exec
+ * launchers and the browser's start now close every descriptor but the ones they pass
+ * (hosts/drivers/enter.ts, browser/browser-sandbox.ts).
+ * Attack: the service runs with a pipe at fd 50, not close-on-exec (as a supervisor's would be;
+ * above the descriptors the browser's start passes), and no process of the sandbox or the
+ * browser holds it.
  */
 describe('security: descriptors the service inherited never reach a sandbox or a browser (issue 29)', function () {
   this.timeout(90_000);
@@ -30,14 +30,15 @@ describe('security: descriptors the service inherited never reach a sandbox or a
     dataDir = mkdtempSync(join(tmpdir(), 'gw-fds-'));
     const key = `sk_${randomBytes(20).toString('hex')}`;
     const root = resolve(import.meta.dirname, '..', '..');
-    // One node process (no tsx launcher in between, which would not pass fd 3 on).
-    child = spawn(process.execPath, ['--import', pathToFileURL(join(root, 'node_modules', 'tsx', 'dist', 'loader.mjs')).href, join(root, 'bin', 'gateway.ts'), 'start'], {
+    // One node process (no tsx launcher in between), started with a pipe at fd 50 that is not
+    // close-on-exec, as a supervisor's would be (Perl's dup2 makes it so; then it execs node).
+    child = spawn('/usr/bin/perl', ['-MPOSIX', '-e', 'pipe(my $r, my $w) or die; POSIX::dup2(fileno($w), 50) or die; exec { $ARGV[0] } @ARGV', process.execPath, '--import', pathToFileURL(join(root, 'node_modules', 'tsx', 'dist', 'loader.mjs')).href, join(root, 'bin', 'gateway.ts'), 'start'], {
       cwd: dataDir,
       env: {
         PATH: process.env.PATH ?? '/usr/bin:/bin', DATA_DIR: dataDir, DATABASE_URL: `sqlite:${join(dataDir, 'gateway.sqlite')}`, API_PORT: '0', PROXY_PORT: '0',
         GATEWAY_HEALTH_PORT: '0', GATEWAY_RUNTIME: 'process', GATEWAY_BOOTSTRAP_API_KEY: key, GATEWAY_DISK_PREALLOCATE: '0', LOG_LEVEL: 'info',
       },
-      stdio: ['ignore', 'pipe', 'pipe', 'ignore', 'ignore', 'ignore', 'ignore', 'pipe'],
+      stdio: ['ignore', 'pipe', 'pipe'],
     });
     const lines: string[] = [];
     child.stderr!.on('data', (d) => lines.push(String(d)));
@@ -67,9 +68,10 @@ describe('security: descriptors the service inherited never reach a sandbox or a
     if (dataDir) rmSync(dataDir, { recursive: true, force: true });
   });
 
-  it('the service holds a socket at fd 7; no process of the sandbox, and no exec, holds it', async () => {
-    const held = readlinkSync(`/proc/${child.pid}/fd/7`);
-    expect(held).to.match(/^socket:\[\d+\]$/);
+  it('the service holds a pipe at fd 50, not close-on-exec; no process of the sandbox, and no exec, holds it', async () => {
+    const held = readlinkSync(`/proc/${child.pid}/fd/50`);
+    expect(held).to.match(/^(socket|pipe):\[\d+\]$/);
+    expect(readFileSync(`/proc/${child.pid}/fdinfo/50`, 'utf8')).to.match(/^flags:\s+0?[0-7]{1,6}$/m); // not O_CLOEXEC (02000000)
     const env = (await api('POST', '/v1/environments', { end_user_id: 'fd-prober', resources: { cpus: 1, memory_mib: 512, disk_gib: 1 } })).body;
     // The exec's command itself: stdin, stdout, stderr and the directory it reads (3), nothing else.
     const own = await api('POST', `/v1/environments/${env.id}/exec`, { command: ['ls', '/proc/self/fd'] });
@@ -83,7 +85,7 @@ describe('security: descriptors the service inherited never reach a sandbox or a
   });
 
   it('nor does the environment\'s browser: no process of a lease\'s sandboxed Chromium holds it', async function () {
-    const held = readlinkSync(`/proc/${child.pid}/fd/7`);
+    const held = readlinkSync(`/proc/${child.pid}/fd/50`);
     const env = (await api('POST', '/v1/environments', { end_user_id: 'fd-browser', resources: { cpus: 1, memory_mib: 1024, disk_gib: 1 } })).body;
     for (let i = 0; i < 300 && (await api('GET', `/v1/environments/${env.id}`)).body.state !== 'running'; i++) await new Promise((r) => setTimeout(r, 50));
     const lease = await api('POST', '/v1/browser/leases', { environment_id: env.id });
