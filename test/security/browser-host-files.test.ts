@@ -121,25 +121,26 @@ describe('attack: host files through the browser (file inputs, file:// pages)', 
     const script = JSON.stringify([
       { method: 'Target.createTarget', params: { url: 'https://app.example.com/upload' }, save: 'target' },
       { method: 'Target.attachToTarget', params: { targetId: '$target.targetId', flatten: true }, save: 'att' },
-      { method: 'Runtime.evaluate', params: { expression: 'new Promise(r => { const t = () => document.getElementById("f") ? r(1) : setTimeout(t, 20); t(); })', awaitPromise: true }, session: '$att.sessionId' },
-      { method: 'DOM.getDocument', params: {}, session: '$att.sessionId', save: 'doc' },
-      { method: 'DOM.querySelector', params: { nodeId: '$doc.root.nodeId', selector: '#f' }, session: '$att.sessionId', save: 'input' },
-      { method: 'DOM.setFileInputFiles', params: { files: [join(w.t.svc.dataDir, 'canary.key')], nodeId: '$input.nodeId' }, session: '$att.sessionId' },
+      // The page may still be committing its navigation (a document replaced under the first
+      // evaluate): asked again until it answers, then the input as an object, not a node id.
+      { method: 'Runtime.evaluate', params: { expression: 'new Promise(r => { const t = () => document.getElementById("f") ? r(1) : setTimeout(t, 20); t(); })', awaitPromise: true }, session: '$att.sessionId', retry: true },
+      { method: 'Runtime.evaluate', params: { expression: 'document.getElementById("f")' }, session: '$att.sessionId', save: 'input', retry: true },
+      { method: 'DOM.setFileInputFiles', params: { files: [join(w.t.svc.dataDir, 'canary.key')], objectId: '$input.result.objectId' }, session: '$att.sessionId' },
       { method: 'Runtime.evaluate', params: { expression: 'window.read()', awaitPromise: true, returnByValue: true }, session: '$att.sessionId' },
     ]);
     await w.t.api.put(`/v1/environments/${e.id}/files`, { path: 'steps.json', content: script });
     const r = await sh(w.t.api, e.id, `python3 cdp.py '${l.vm_cdp_url}' steps.json`);
     const answers = r.stdout.trim().split('\n').map((x) => JSON.parse(x));
-    expect(answers, r.stderr).to.have.length(7);
-    expect(answers[5].error.message).to.match(/never a host path/);
-    expect(answers[6].result.result.value).to.equal(null);
+    expect(answers, r.stderr).to.have.length(6);
+    expect(answers[4].error.message).to.match(/never a host path/);
+    expect(answers[5].result.result.value).to.equal(null);
     expect(r.stdout).to.not.include(CANARY);
     await w.t.api.post(`/v1/browser/leases/${l.id}/release`);
   });
 });
 
 /** A CDP client an agent could write in its VM: one WebSocket, a JSON script of commands, `$name.path` substitutions. */
-export const PY_CDP = String.raw`import base64, json, os, socket, struct, sys, urllib.parse
+export const PY_CDP = String.raw`import base64, json, os, socket, struct, sys, time, urllib.parse
 u = urllib.parse.urlparse(sys.argv[1])
 s = socket.create_connection((u.hostname, u.port), timeout=30)
 key = base64.b64encode(os.urandom(16)).decode()
@@ -179,13 +180,17 @@ def sub(v):
 for i, step in enumerate(json.load(open(sys.argv[2]))):
     msg = {'id': i + 1, 'method': step['method'], 'params': sub(step.get('params', {}))}
     if 'session' in step: msg['sessionId'] = sub(step['session'])
-    send(msg)
-    while True:
-        op, data = frame()
-        if op == 8: raise SystemExit('closed')
-        if op != 1: continue
-        m = json.loads(data)
-        if m.get('id') == i + 1: break
+    tries = 100 if step.get('retry') else 1
+    for attempt in range(tries):
+        send(msg)
+        while True:
+            op, data = frame()
+            if op == 8: raise SystemExit('closed')
+            if op != 1: continue
+            m = json.loads(data)
+            if m.get('id') == i + 1: break
+        if 'error' not in m and 'exceptionDetails' not in m.get('result', {}): break
+        if attempt < tries - 1: time.sleep(0.05)
     print(json.dumps(m)); sys.stdout.flush()
     if 'save' in step: saved[step['save']] = m.get('result', {})
 `;
