@@ -126,6 +126,9 @@ describe('attack: another lease\'s targets, sessions and context (raw CDP)', fun
       const attach = await c.send('Target.attachToTarget', { targetId: result.targetId, flatten: true });
       expect(attach.error, `round ${i}`).to.equal(undefined);
       await c.ok('Target.closeTarget', { targetId: result.targetId });
+      // closeTarget answers before the page is gone, and a page still closing counts against
+      // the lease's cap (10): each round waits for its session's end (at most a second).
+      await c.event((ev) => ev.method === 'Target.detachedFromTarget' && ev.params?.sessionId === attach.result.sessionId, 1000).catch(() => null);
     }
     c.close();
   });
