@@ -1,8 +1,8 @@
-import { randomBytes } from 'node:crypto';
-import { existsSync, readdirSync, statSync, writeFileSync } from 'node:fs';
+import { existsSync, writeFileSync } from 'node:fs';
 import { cpus, freemem, totalmem } from 'node:os';
 import { dirname, join } from 'node:path';
 import type { Logger } from '../lib/log.js';
+import { allocateUid } from '../lib/processes.js';
 import type { EnvBrowser } from './env-browser.js';
 
 /**
@@ -76,22 +76,6 @@ export interface BrowserPoolOptions {
   log: Logger;
   /** Starts a browser as `uid` in these cgroup.procs files; its proxy socket serves `environment()` as that environment, or refuses while it is null. */
   launch(uid: number, cgroupProcs: string[], environment: () => string | null): Promise<EnvBrowser>;
-}
-
-/** A uid of [base, base + range) that no live process has and `held` does not hold. */
-export function allocateUid(held: Set<number>, base: number, range: number): number {
-  const taken = new Set(held);
-  for (const p of readdirSync('/proc')) {
-    if (!/^\d+$/.test(p)) continue;
-    try {
-      taken.add(statSync(`/proc/${p}`).uid);
-    } catch { /* gone */ }
-  }
-  for (let i = 0; i < 1000; i++) {
-    const uid = base + (randomBytes(4).readUInt32BE(0) % range);
-    if (!taken.has(uid)) return uid;
-  }
-  throw new Error('no free uid in the browsers\' range');
 }
 
 /** A uid of the slot range that no live process has and no live slot holds. */

@@ -2,7 +2,8 @@ import { createHash, createPublicKey } from 'node:crypto';
 import type { Socket } from 'node:net';
 import type { Logger } from '../lib/log.js';
 import type { BrowserBroker, OpenLease, StorageState } from './broker.js';
-import { BrowserPool, allocateUid, type SlotCgroups } from './browser-pool.js';
+import { BrowserPool, type SlotCgroups } from './browser-pool.js';
+import { allocateUid } from '../lib/processes.js';
 import { BROWSER_UID_BASE, BROWSER_UID_RANGE, CgroupJoinError, sandboxUnavailable, startBrowserSandbox } from './browser-sandbox.js';
 import { EnvBrowser } from './env-browser.js';
 

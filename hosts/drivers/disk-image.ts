@@ -3,6 +3,7 @@ import { chmodSync, chownSync, existsSync, mkdirSync, readFileSync, readdirSync,
 import { randomBytes } from 'node:crypto';
 import { dirname, join } from 'node:path';
 import { HOST_ENV } from './enter.js';
+import { pidAlive } from '../../lib/processes.js';
 
 /**
  * The process sandbox's data disk as a filesystem of its own (issue 24, item 4): an ext4
@@ -153,7 +154,7 @@ export class DiskImages {
       // Half-made spares of a process that is gone; a complete one says which size to keep.
       for (const name of readdirSync(spares)) {
         const pid = /^\d+g\.(\d+)\.[0-9a-f]+\.img\.new$/.exec(name)?.[1];
-        if (pid && !alive(Number(pid))) rmSync(join(spares, name), { force: true });
+        if (pid && !pidAlive(Number(pid))) rmSync(join(spares, name), { force: true });
         const gib = /^(\d+)g\.[0-9a-f.]+\.img$/.exec(name)?.[1];
         if (gib) this.#spareGib = Number(gib);
       }
@@ -346,15 +347,5 @@ export class DiskImages {
     if (!existsSync(img)) return;
     const bound = (await run(this.tools.losetup, ['--list', '--noheadings', '--output', 'NAME', '--associated', img])).stdout.trim().split('\n').filter(Boolean);
     for (const dev of bound) await run(this.tools.losetup, ['--detach', dev]);
-  }
-}
-
-/** Whether a process of this pid exists (a half-made spare's maker). */
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (err) {
-    return (err as NodeJS.ErrnoException).code === 'EPERM';
   }
 }

@@ -7,6 +7,7 @@ import type { Duplex } from 'node:stream';
 import { join } from 'node:path';
 import type { Logger } from '../../lib/log.js';
 import { Cgroups, favorDynmods } from '../cgroups.js';
+import { allocateUid, pidAlive } from '../../lib/processes.js';
 import { peerOf, type Peer } from '../peer.js';
 import { OutputCollector, readFileInside, writeFileInside } from './inside.js';
 import { DiskImages, IMAGE_MOUNT_OPTIONS, findDiskTools, mountsUnder, run } from './disk-image.js';
@@ -138,6 +139,12 @@ interface Slot {
   bridgeSockets: Set<Socket>;
   /** Its exit before a claim: out of the pool, destroyed. */
   onExit: () => void;
+}
+
+/** The pid of the process that started a slot (its name: `slot_<pid, 8 hex><16 random hex>`), or null: not a slot's name. */
+function slotPid(name: string): number | null {
+  const hex = /^slot_([0-9a-f]{8})[0-9a-f]{16}$/.exec(name)?.[1];
+  return hex ? parseInt(hex, 16) : null;
 }
 
 /** The uid recorded for an environment whose sandbox was a slot (its directory's `uid`), or null. */
@@ -883,14 +890,14 @@ export class ProcessDriver implements HostDriver {
     }
     // Cgroups of slots whose process is gone (their directories already were, or never were).
     for (const name of this.#cgroups.leftovers()) {
-      const pid = /^slot_([0-9a-f]{8})[0-9a-f]{16}$/.exec(name)?.[1];
-      if (!pid || pidAlive(parseInt(pid, 16)) || names.includes(name)) continue;
+      const pid = slotPid(name);
+      if (pid === null || pidAlive(pid) || names.includes(name)) continue;
       await this.#cgroups.kill(name);
       this.#cgroups.remove(name);
     }
     for (const name of names) {
-      const pid = /^slot_([0-9a-f]{8})[0-9a-f]{16}$/.exec(name)?.[1];
-      if (!pid || pidAlive(parseInt(pid, 16))) continue;
+      const pid = slotPid(name);
+      if (pid === null || pidAlive(pid)) continue;
       const dir = join(this.opts.rootDir, name);
       try {
         await this.#cgroups.kill(name);
@@ -933,16 +940,7 @@ export class ProcessDriver implements HostDriver {
       const recorded = recordedUid(join(this.opts.rootDir, name));
       if (recorded !== null) taken.add(recorded);
     }
-    for (const p of readdirSync('/proc')) {
-      if (!/^\d+$/.test(p)) continue;
-      try {
-        taken.add(statSync(`/proc/${p}`).uid);
-      } catch { /* gone */ }
-    }
-    for (;;) {
-      const uid = BASE_UID + (randomBytes(4).readUInt32BE(0) % UID_RANGE);
-      if (!taken.has(uid)) return uid;
-    }
+    return allocateUid(taken, BASE_UID, UID_RANGE);
   }
 
   /** The sandbox's own network namespace, as the host sees it: loopback only, no route. */
@@ -1232,13 +1230,3 @@ function splitNetFiles(out: string): [string, string] {
 
 /** Where bubblewrap cannot load a filter (missing says so), exec loads one that allows everything: ret ALLOW. */
 const ALLOW_ALL = Buffer.from([0x06, 0, 0, 0, 0x00, 0x00, 0xff, 0x7f]);
-
-/** Whether a process of this pid exists. */
-function pidAlive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (err) {
-    return (err as NodeJS.ErrnoException).code === 'EPERM';
-  }
-}

@@ -5,6 +5,7 @@ import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { HOST_ENV } from './enter.js';
+import { pidAlive } from '../../lib/processes.js';
 
 /**
  * The guest image of the qemu runtime (issue 16), built on this machine from Debian's
@@ -373,15 +374,6 @@ export function recordImageUse(imageDir: string, recordPath: string): void {
   writeFileSync(join(imageDir, 'used'), '', { mode: 0o644 });
 }
 
-function processAlive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (err) {
-    return (err as NodeJS.ErrnoException).code === 'EPERM';
-  }
-}
-
 /**
  * Whether an image is still needed: built or used within `graceMs`, or named by a VM
  * record through a marker (a marker whose record is gone or names another image is stale
@@ -440,7 +432,7 @@ export function pruneGuestImages(baseDir: string, current: string, opts: { nowMs
     const path = join(baseDir, name);
     const leftover = /^(?:[0-9a-f]{16}\.tmp|\.trash-[0-9a-f]{16})-(\d+)$/.exec(name);
     if (leftover) {
-      if (!processAlive(Number(leftover[1]))) {
+      if (!pidAlive(Number(leftover[1]))) {
         rmSync(path, { recursive: true, force: true });
         removed.push(path);
       }

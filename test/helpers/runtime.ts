@@ -1,6 +1,6 @@
 import { spawn, spawnSync } from 'node:child_process';
 import { once } from 'node:events';
-import { existsSync, mkdtempSync, readdirSync, readFileSync, readlinkSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, readFileSync, readlinkSync, rmSync, statSync } from 'node:fs';
 import { networkInterfaces, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { expect } from 'chai';
@@ -186,4 +186,16 @@ export function ipv6Routes(procNetIpv6Route: string): Route[] {
 /** The interfaces of a /proc/net/dev. */
 export function interfaces(procNetDev: string): string[] {
   return procNetDev.split('\n').slice(2).map((l) => l.split(':')[0]!.trim()).filter(Boolean);
+}
+
+/** A process of a process sandbox, as the host sees it: its host uid, in a network namespace not the host's (bwrap's outer process has the uid too). */
+export function sandboxProcess(uid: number): string | undefined {
+  const hostNet = readlinkSync('/proc/self/ns/net');
+  return readdirSync('/proc').filter((p) => /^\d+$/.test(p)).find((p) => {
+    try {
+      return statSync(`/proc/${p}`).uid === uid && readlinkSync(`/proc/${p}/ns/net`) !== hostNet;
+    } catch {
+      return false;
+    }
+  });
 }

@@ -1,9 +1,8 @@
 import { expect } from 'chai';
 import { execFileSync } from 'node:child_process';
-import { readdirSync, readlinkSync, statSync } from 'node:fs';
 import { randomBytes } from 'node:crypto';
 import { startTestService, type TestService } from '../helpers/service.js';
-import { sh, skipWithoutRuntime, waitState } from '../helpers/runtime.js';
+import { sandboxProcess, sh, skipWithoutRuntime, waitState } from '../helpers/runtime.js';
 import { skipOrFailInCI } from '../helpers/ci-gate.js';
 import { ProcessDriver } from '../../hosts/drivers/process.js';
 
@@ -48,14 +47,7 @@ describe('security: network_sealed is the sandbox\'s real network namespace (iss
     // A process of the sandbox, found by the environment's own host uid, in a network
     // namespace that is not the host's (bwrap's outer process has the uid too).
     const uid = driver.uidOf(envId)!;
-    const hostNet = readlinkSync('/proc/self/ns/net');
-    const pid = readdirSync('/proc').filter((p) => /^\d+$/.test(p)).find((p) => {
-      try {
-        return statSync(`/proc/${p}`).uid === uid && readlinkSync(`/proc/${p}/ns/net`) !== hostNet;
-      } catch {
-        return false;
-      }
-    });
+    const pid = sandboxProcess(uid);
     expect(pid).to.be.a('string');
     const link = `gwt${randomBytes(3).toString('hex')}`;
     try {

@@ -1,9 +1,9 @@
 import { expect } from 'chai';
 import { startTestService, type TestService } from '../helpers/service.js';
 import { startFakeUpstream, type FakeUpstream } from '../helpers/upstream.js';
-import { exec, sh, skipWithoutRuntime, waitState } from '../helpers/runtime.js';
+import { exec, sandboxProcess, sh, skipWithoutRuntime, waitState } from '../helpers/runtime.js';
 import { spawnSync } from 'node:child_process';
-import { mkdtempSync, readdirSync, readlinkSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { ProcessDriver } from '../../hosts/drivers/process.js';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -106,14 +106,7 @@ describe('security: no nested user namespace, and a seccomp filter on every proc
     // --disable-userns sets answers (ENOSPC, "No space left on device"). As the agent's uid
     // (1000 inside), which without that limit may make one (the control below shows it can enter).
     const uid = (t.svc.host!.driver as ProcessDriver).uidOf(envId)!;
-    const hostNet = readlinkSync('/proc/self/ns/net');
-    const pid = readdirSync('/proc').filter((p) => /^\d+$/.test(p)).find((p) => {
-      try {
-        return statSync(`/proc/${p}`).uid === uid && readlinkSync(`/proc/${p}/ns/net`) !== hostNet;
-      } catch {
-        return false;
-      }
-    });
+    const pid = sandboxProcess(uid);
     expect(pid, 'a process of the sandbox').to.be.a('string');
     const control = spawnSync('/usr/bin/nsenter', ['-t', pid!, '-U', '-S', '1000', '-G', '1000', '/usr/bin/id', '-u'], { encoding: 'utf8' });
     expect(control.status, `control: entering works (${control.stderr})`).to.equal(0);
