@@ -212,9 +212,13 @@ export class QemuDriver implements HostDriver {
     writeFileSync(join(dir, 'disk.key'), this.opts.keys.wrap(key, `disk:${spec.id}`), { mode: 0o600 });
     // The key reaches qemu-img through a FIFO, never in an argv or a file in the clear.
     let stderr = '';
-    // LUKS's PBKDF benchmark fails now and then on a loaded machine ("Unable to get accurate
-    // CPU usage": its sample took no measurable CPU time): tried again.
-    for (let attempt = 0; attempt < 4; attempt++) {
+    // LUKS's PBKDF benchmark fails now and then ("Unable to get accurate CPU usage"): its
+    // first sample, 2^15 iterations, can end before the thread's CPU time is accounted
+    // (QEMU's bug, fixed upstream in 2025, not in Debian's 7.2). CI saw four quick tries in a
+    // row fail on a VM whose vCPU was busy elsewhere: the tries are now spread over ~3 s.
+    // (SHA-512, whose first sample is longer, would make every create 1.6 s slower.)
+    for (let attempt = 0; attempt < 8; attempt++) {
+      if (attempt > 0) await new Promise((r) => setTimeout(r, 100 * attempt));
       const fifo = makeFifo(join(dir, 'key.fifo'), 0);
       const proc = spawn(which('qemu-img') ?? '/usr/bin/qemu-img', [
         'create', '-q', '-f', 'qcow2', '--object', `secret,id=sec0,file=${fifo},format=raw`,
