@@ -117,6 +117,7 @@ export async function startLocalHost(deps: LocalHostDeps): Promise<HostAgent | n
     driver,
     runtime: deps.runtime,
     hostId,
+    heartbeatMs: config.hostHeartbeatMs,
     name: hostname(),
     capacity: {
       cpus: config.envHost.cpus ?? cpus().length * CPU_OVERCOMMIT,

@@ -512,7 +512,7 @@ export async function startService(config: Readonly<Config>, log: Logger, opts: 
     },
   });
   const runtime = createRuntimeService({
-    db, clock, runtime: runtimeState, envFor,
+    db, clock, runtime: runtimeState, envFor, offlineAfterMs: config.hostOfflineMs,
     agents: () => (hostAgent ? new Map([[hostAgent.hostId, hostAgent]]) : new Map()),
     remote: (host) => (host.endpoint ? remoteHost(host.endpoint, hostToken(hostRpcKey, host.id), hostRpcClient) : null),
   });

@@ -77,6 +77,13 @@ export interface Config {
   healthPort: number | null;
   /** GATEWAY_SHUTDOWN_GRACE_SECS (default 30): how long SIGTERM lets requests under way finish. */
   shutdownGraceMs: number;
+  /** GATEWAY_HOST_HEARTBEAT_SECS (default 5): how often an environment host writes its heartbeat to the store. */
+  hostHeartbeatMs: number;
+  /**
+   * GATEWAY_HOST_OFFLINE_SECS (default 30; more than the heartbeat): a host silent this long is
+   * offline for every node (its environments answer 503 host_unavailable, docs/deploy.md).
+   */
+  hostOfflineMs: number;
   logLevel: string;
 }
 
@@ -161,6 +168,8 @@ const schema = Joi.object({
   GATEWAY_BROWSER_POOL_SIZE: Joi.number().integer().min(0).max(64).default(2),
   GATEWAY_HEALTH_PORT: port,
   GATEWAY_SHUTDOWN_GRACE_SECS: Joi.number().integer().min(0).max(3600).default(30),
+  GATEWAY_HOST_HEARTBEAT_SECS: Joi.number().integer().min(1).max(300).default(5),
+  GATEWAY_HOST_OFFLINE_SECS: Joi.number().integer().max(3600).greater(Joi.ref('GATEWAY_HOST_HEARTBEAT_SECS')).default(30),
   LOG_LEVEL: Joi.string().valid('fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent').default('info'),
 }).unknown(true);
 
@@ -255,6 +264,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Readonly<Confi
     browserPoolSize: value.GATEWAY_BROWSER_POOL_SIZE,
     healthPort: value.GATEWAY_HEALTH_PORT ?? null,
     shutdownGraceMs: value.GATEWAY_SHUTDOWN_GRACE_SECS * 1000,
+    hostHeartbeatMs: value.GATEWAY_HOST_HEARTBEAT_SECS * 1000,
+    hostOfflineMs: value.GATEWAY_HOST_OFFLINE_SECS * 1000,
     logLevel: value.LOG_LEVEL,
   };
   return Object.freeze(cfg);

@@ -6,7 +6,7 @@ import { loadConfig } from '../../config/config.js';
 import { silentLogger } from '../../lib/log.js';
 import { startService, type RunningService } from '../../bin/service.js';
 import { createAccountsService, type AccountsService } from '../../accounts/accounts.service.js';
-import { freshDatabaseUrl } from './db.js';
+import { freshDatabaseUrl, migratedFromTemplate } from './db.js';
 
 export interface ApiResponse<T = any> {
   status: number;
@@ -74,6 +74,7 @@ export function client(url: string, key: string): ApiClient {
 export async function startTestService(env: Record<string, string> = {}): Promise<TestService> {
   const dataDir = mkdtempSync(join(tmpdir(), 'gw-data-'));
   const db = freshDatabaseUrl();
+  await migratedFromTemplate(db.url);
   const key = `sk_${randomBytes(20).toString('hex')}`;
   const config = loadConfig({
     DATABASE_URL: db.url,

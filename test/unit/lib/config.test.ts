@@ -48,6 +48,14 @@ describe('config', () => {
     expect(() => loadConfig({ GATEWAY_SHUTDOWN_GRACE_SECS: '-1' })).to.throw(ConfigError, /GATEWAY_SHUTDOWN_GRACE_SECS/);
   });
 
+  it('host heartbeat and offline bound: 5 s and 30 s by default; the bound must exceed the heartbeat', () => {
+    expect(loadConfig({})).to.deep.include({ hostHeartbeatMs: 5000, hostOfflineMs: 30_000 });
+    expect(loadConfig({ GATEWAY_HOST_HEARTBEAT_SECS: '1', GATEWAY_HOST_OFFLINE_SECS: '4' })).to.deep.include({ hostHeartbeatMs: 1000, hostOfflineMs: 4000 });
+    expect(() => loadConfig({ GATEWAY_HOST_HEARTBEAT_SECS: '0' })).to.throw(ConfigError, /GATEWAY_HOST_HEARTBEAT_SECS/);
+    expect(() => loadConfig({ GATEWAY_HOST_OFFLINE_SECS: '5' })).to.throw(ConfigError, /GATEWAY_HOST_OFFLINE_SECS/);
+    expect(() => loadConfig({ GATEWAY_HOST_HEARTBEAT_SECS: '10', GATEWAY_HOST_OFFLINE_SECS: '10' })).to.throw(ConfigError, /GATEWAY_HOST_OFFLINE_SECS/);
+  });
+
   it('reads the retention windows; the audit log is kept forever unless one is set', () => {
     const c = loadConfig({ GATEWAY_WEBHOOK_RETENTION_DAYS: '90', GATEWAY_JOB_RETENTION_DAYS: '1', GATEWAY_AUDIT_RETENTION_DAYS: '365' });
     expect(c.retention).to.deep.equal({ webhookDays: 90, jobDays: 1, auditDays: 365 });
