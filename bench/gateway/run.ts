@@ -548,6 +548,28 @@ async function main(): Promise<void> {
         if (o) checks.push(`${g.rps >= 0.9 * o.rps ? 'MET' : 'NOT MET'}: fresh ${l.name}: gateway ${(g.rps / o.rps).toFixed(2)}x ${raw} requests/s (target >= 0.9x)`);
       }
     }
+    // Issue 29, item 4 (>= 1.3x raw-ka on new connections and POSTs), and what bounds it.
+    // Fresh connections: every process shares the same cores and the machine is busy, so
+    // requests/s follows the CPU all of them spend per request, the load generator's
+    // included: (client + upstream + raw) / (client + upstream + gateway), and a gateway that
+    // cost nothing would reach (client + upstream + raw) / (client + upstream). Keep-alive: the
+    // proxy's one thread is what saturates, so requests/s follows the proxy's CPU per request.
+    for (const m of MODES) {
+      for (const l of loads) {
+        if (m === 'keepalive' && l.name !== 'post') continue;
+        const g = r('gateway', l.name, m);
+        const o = r('raw-ka', l.name, m);
+        if (!g || !o) continue;
+        const rest = (x: typeof g) => x.client_cpu_us_per_req + x.upstream_cpu_us_per_req;
+        const bound = m === 'fresh'
+          ? `all the machine's CPU per request: ${((rest(o) + o.proxy_cpu_us_per_req) / (rest(g) + g.proxy_cpu_us_per_req)).toFixed(2)}x, ` +
+            `and a gateway that cost nothing would be ${((rest(o) + o.proxy_cpu_us_per_req) / rest(g)).toFixed(2)}x (the client spends ` +
+            `${fmt(g.client_cpu_us_per_req)} µs a request)`
+          : `the proxy's thread: ${(o.proxy_cpu_us_per_req / g.proxy_cpu_us_per_req).toFixed(2)}x`;
+        checks.push(`${g.rps >= 1.3 * o.rps ? 'MET' : 'NOT MET'}: ${m} ${l.name}: gateway ${(g.rps / o.rps).toFixed(2)}x raw-ka requests/s (issue 29, item 4: >= 1.3x); ` +
+          `proxy CPU µs a request, gateway ${fmt(g.proxy_cpu_us_per_req)} vs raw-ka ${fmt(o.proxy_cpu_us_per_req)}; what bounds the ratio, ${bound}`);
+      }
+    }
     const gl = r('gateway', 'large', 'keepalive');
     if (gl) checks.push(`INFO: 1 MiB GET through the gateway: max proxy RSS ${gl.proxy_rss_mib.toFixed(0)} MiB with ${CONCURRENCY} in flight (streamed; buffered would be >= ${CONCURRENCY} MiB of bodies)`);
   }
