@@ -1,4 +1,4 @@
-import { execFile } from 'node:child_process';
+import { execFile, spawn } from 'node:child_process';
 import { HOST_ENV, PERL } from './enter.js';
 
 /**
@@ -99,4 +99,76 @@ export function mountAll(ops: MountOp[]): Promise<string | null> {
       resolve(String(stdout).trim() || null);
     });
   });
+}
+
+/**
+ * The claim's mount moves, made by a process started ahead (issue 29). A slot's claim moved
+ * its three mounts with MOUNT_PROGRAM: Node's spawn from the service (~200 MB) plus Perl's
+ * start were 5–13 ms of the claim on a small VM, the moves themselves ~0.01 ms each. So each
+ * slot starts this one when it is made: it waits on its stdin for the one line the claim
+ * writes (the environment's directory), moves `<from>/<sub>` to `<to>/<sub>` for each sub
+ * given (MS_MOVE), in order, stopping at the first failure (exit 1, what failed on stderr),
+ * and exits 0. End of input without a line (the slot destroyed, or the service gone: the
+ * pipe closes with it) exits 0 having done nothing. Root, HOST_ENV, run from `/`, no module;
+ * every argument and the line are the driver's, none the caller's.
+ */
+const MOVER_PROGRAM = `
+sub fail { my $e = $!; syswrite(STDERR, "$_[0]: $e\\n"); exit 1 }
+my $from = shift(@ARGV);
+my $to = <STDIN>;
+exit 0 unless defined($to) && $to =~ m{^(/[^\\n]+)\\n$};
+$to = $1;
+for my $sub (@ARGV) {
+  my ($a, $b) = ("$from/$sub", "$to/$sub");
+  syscall(165, $a, $b, 0, 0x2000, 0) == 0 or fail("move $a");
+}
+exit 0;
+`;
+
+export interface MountMover {
+  /** Moves the mounts under `to`; rejects with what failed (then some may have moved: the caller unmounts both). */
+  move(to: string): Promise<void>;
+  /** Its process is still waiting (else the caller moves the mounts with mountAll). */
+  ready(): boolean;
+  /** Ends it without moving anything. */
+  cancel(): void;
+}
+
+export function startMountMover(from: string, subs: string[], timeoutMs = 10_000): MountMover {
+  const child = spawn(PERL, ['-e', MOVER_PROGRAM, from, ...subs], { env: { ...HOST_ENV }, cwd: '/', stdio: ['pipe', 'ignore', 'pipe'] });
+  let stderr = '';
+  let used = false;
+  child.stderr!.on('data', (d: Buffer) => {
+    if (stderr.length < 1000) stderr += d.toString('utf8');
+  });
+  child.stdin!.on('error', () => {});
+  const exited = new Promise<number | null>((resolve) => {
+    child.once('exit', (code) => resolve(code));
+    child.once('error', () => resolve(null));
+  });
+  return {
+    ready: () => !used && child.exitCode === null && child.signalCode === null && child.pid !== undefined,
+    async move(to: string): Promise<void> {
+      if (used) throw new Error('the mount mover was used already');
+      used = true;
+      if (to.includes('\n')) throw new Error('not a directory for the mount mover');
+      child.stdin!.end(`${to}\n`);
+      let timer: NodeJS.Timeout | undefined;
+      const code = await Promise.race([
+        exited,
+        new Promise<'timeout'>((resolve) => {
+          timer = setTimeout(() => resolve('timeout'), timeoutMs);
+        }),
+      ]).finally(() => clearTimeout(timer));
+      if (code === 'timeout') {
+        child.kill('SIGKILL');
+        throw new Error('the mount mover did not answer');
+      }
+      if (code !== 0) throw new Error(stderr.trim().slice(0, 300) || `the mount mover exited with ${code}`);
+    },
+    cancel(): void {
+      used = true;
+      child.stdin!.end();
+    },
+  };
 }

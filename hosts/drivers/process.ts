@@ -11,7 +11,7 @@ import { allocateUid, pidAlive } from '../../lib/processes.js';
 import { peerOf, type Peer } from '../peer.js';
 import { OutputCollector, readFileInside, writeFileInside } from './inside.js';
 import { DiskImages, IMAGE_MOUNT_OPTIONS, findDiskTools, mountsUnder, run } from './disk-image.js';
-import { mountAll, type MountOp } from './mounts.js';
+import { mountAll, startMountMover, type MountMover, type MountOp } from './mounts.js';
 import { ENTER_LAUNCHER, HOST_ENV, PERL, START_LAUNCHER, enterPayload } from './enter.js';
 import { sandboxFilter } from './seccomp.js';
 import {
@@ -96,6 +96,8 @@ const PIDS_MAX = 4096;
 const BASE_UID = 200_000;
 /** How long after a start the spare disk and the pool are refilled (#refillSoon). */
 const REFILL_DELAY_MS = 100;
+/** A sandbox slot's mounts, moved to the environment's directory at its claim. */
+const SLOT_MOUNTS = ['disk', 'service', 'etc'];
 const UID_RANGE = 800_000;
 
 interface Vm {
@@ -137,6 +139,8 @@ interface Slot {
   launched: Launched;
   bridge: Server;
   bridgeSockets: Set<Socket>;
+  /** Moves its three mounts to the claiming environment's directory (started with the slot: no spawn in the claim). */
+  mover: MountMover;
   /** Its exit before a claim: out of the pool, destroyed. */
   onExit: () => void;
 }
@@ -767,7 +771,8 @@ export class ProcessDriver implements HostDriver {
       chmodSync(dir, 0o755);
       writeAtomic(join(dir, 'uid'), `${slot.uid}\n`, 0o644);
       renameSync(join(slot.dir, 'disk.img'), join(dir, 'disk.img'));
-      await mountAll(['disk', 'service', 'etc'].map((sub) => ({ kind: 'move' as const, from: join(slot.dir, sub), at: join(dir, sub) })));
+      if (slot.mover.ready()) await slot.mover.move(dir);
+      else await mountAll(SLOT_MOUNTS.map((sub) => ({ kind: 'move' as const, from: join(slot.dir, sub), at: join(dir, sub) })));
       this.#cgroups.remove(spec.id);
       this.#cgroups.adopt(slot.name, spec.id);
       this.#cgroups.create(spec.id, { cpus: spec.cpus, memoryMib: spec.memoryMib, pidsMax: PIDS_MAX });
@@ -844,6 +849,7 @@ export class ProcessDriver implements HostDriver {
     const img = join(dir, 'disk.img');
     let loop: string | null = null;
     let bridged: { bridge: Server; bridgeSockets: Set<Socket> } | null = null;
+    let mover: MountMover | null = null;
     try {
       mkdirSync(join(dir, 'disk'), { recursive: true, mode: 0o700 });
       mkdirSync(join(dir, 'service'), { mode: 0o755 });
@@ -855,8 +861,9 @@ export class ProcessDriver implements HostDriver {
       bridged = await this.#bridge(join(dir, 'service'));
       // Until its claim, the slot's own small limits (the relay needs a few MiB).
       this.#cgroups.create(name, { cpus: 1, memoryMib: 64, pidsMax: 64 });
+      mover = startMountMover(dir, SLOT_MOUNTS);
       const launched = await this.#launch(dir, name, uid);
-      const slot: Slot = { name, dir, uid, gib, loop, launched, ...bridged, onExit: () => {} };
+      const slot: Slot = { name, dir, uid, gib, loop, launched, ...bridged, mover, onExit: () => {} };
       slot.onExit = () => {
         const at = this.#slots.indexOf(slot);
         if (at >= 0) this.#slots.splice(at, 1);
@@ -866,6 +873,7 @@ export class ProcessDriver implements HostDriver {
       if (this.#closed) await this.#destroySlot(slot);
       else this.#slots.push(slot);
     } catch (err) {
+      mover?.cancel();
       bridged?.bridge.close();
       this.#cgroups.remove(name);
       await this.#images!.release(img, mountsUnder(dir));
@@ -915,6 +923,7 @@ export class ProcessDriver implements HostDriver {
 
   /** Kills a slot that no environment has (or whose claim failed), unmounts what is still mounted in its directory and deletes it. */
   async #destroySlot(slot: Slot): Promise<void> {
+    slot.mover.cancel();
     slot.launched.proc.kill('SIGKILL');
     await this.#cgroups.kill(slot.name);
     await slot.launched.exited;

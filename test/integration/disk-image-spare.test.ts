@@ -1,9 +1,10 @@
 import { expect } from 'chai';
+import { execFileSync } from 'node:child_process';
 import { mkdirSync, mkdtempSync, readFileSync, readdirSync, realpathSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { DiskImages, IMAGE_MOUNT_OPTIONS, findDiskTools } from '../../hosts/drivers/disk-image.js';
-import { mountAll, mountOptions } from '../../hosts/drivers/mounts.js';
+import { mountAll, mountOptions, startMountMover } from '../../hosts/drivers/mounts.js';
 import { skipOrFailInCI } from '../helpers/ci-gate.js';
 
 /**
@@ -122,5 +123,43 @@ describe('hosts: the spare disk image and the start\'s mounts of the process run
       () => expect.fail('mounted on a missing directory'),
       (err: Error) => expect(err.message).to.match(/^mount tmpfs .*nowhere: No such file or directory/),
     );
+  });
+
+  it('a slot\'s claim moves its mounts with a process started with the slot (mounts.ts): one line, each mount moved; end of input moves nothing; a failure says what failed', async () => {
+    const mountsAt = (d: string) => readFileSync('/proc/self/mountinfo', 'utf8').split('\n').map((l) => l.split(' ')[4]).filter((at) => at?.startsWith(`${d}/`)).sort();
+    const tmpfs = (at: string) => mountAll([{ kind: 'tmpfs', source: 'mover', at, options: 'size=1m' }]);
+    const slot = join(dir, 'slot_mover');
+    const to = join(dir, 'env_mover');
+    for (const sub of ['a', 'b']) {
+      mkdirSync(join(slot, sub), { recursive: true });
+      mkdirSync(join(to, sub), { recursive: true });
+      await tmpfs(join(slot, sub));
+    }
+    writeFileSync(join(slot, 'a', 'marker'), 'from the slot');
+    try {
+      const mover = startMountMover(slot, ['a', 'b']);
+      await new Promise((r) => setTimeout(r, 200));
+      expect(mover.ready()).to.equal(true);
+      expect(mountsAt(to)).to.deep.equal([]);
+      await mover.move(to);
+      expect(mover.ready()).to.equal(false);
+      expect(mountsAt(to)).to.deep.equal([join(to, 'a'), join(to, 'b')]);
+      expect(mountsAt(slot)).to.deep.equal([]);
+      expect(readFileSync(join(to, 'a', 'marker'), 'utf8')).to.equal('from the slot');
+      await mover.move(to).then(() => expect.fail('used twice'), (err: Error) => expect(err.message).to.match(/used already/));
+
+      // Cancelled (the slot destroyed): it ends, nothing moved.
+      const idle = startMountMover(to, ['a', 'b']);
+      idle.cancel();
+      await new Promise((r) => setTimeout(r, 300));
+      expect(mountsAt(to)).to.deep.equal([join(to, 'a'), join(to, 'b')]);
+      expect(idle.ready()).to.equal(false);
+
+      // A mount that is not there: the first failure stops it and is named.
+      const broken = startMountMover(slot, ['a']);
+      await broken.move(to).then(() => expect.fail('moved a missing mount'), (err: Error) => expect(err.message).to.match(/^move .*slot_mover\/a: /));
+    } finally {
+      for (const at of [...mountsAt(to), ...mountsAt(slot)].reverse()) execFileSync('umount', [at]);
+    }
   });
 });
