@@ -32,8 +32,12 @@
  * A failure before the command runs writes `enter` to fd 3 (the exec's marker pipe) and
  * exits 125.
  *
- * Before it joins, the launcher writes its pid into the exec's v1 cgroup.procs files and
- * opens the exec's cgroup2 directory (argv after the uids), and it forks the command's
+ * It reads the payload first (an empty one: exit 125, having joined nothing), and the
+ * payload names the cgroups (argv has only the sandbox's pid and the agent's uids), so a
+ * launcher can be started before its environment is known and wait, outside every
+ * environment's cgroups: a pool slot starts one for the first exec of the environment that
+ * claims it (process.ts). Then, before it joins, the launcher writes its pid into the
+ * environment's v1 cgroup.procs files and opens the exec's cgroup2 directory, and it forks the command's
  * process straight into that directory (clone3, CLONE_INTO_CGROUP: a pid written into a
  * cgroup2 cgroup.procs waits for an RCU grace period, ~15 ms of every exec that followed no
  * other migration, measured), so the command's whole tree is charged to and killable with
@@ -56,13 +60,9 @@ export const PERL = '/usr/bin/perl';
 // numeric (`+ 0`), the sock_fprog is a packed string.
 export const ENTER_LAUNCHER = `
 my ($pid, $uid, $gid) = map { $_ + 0 } splice(@ARGV, 0, 3);
-my $cgdir = shift(@ARGV);
 sub marker { if (open(my $m, '>&=', 3)) { syswrite($m, $_[0]) } }
 sub fail { my $e = $!; syswrite(STDERR, "enter: $_[0]: $e\\n"); marker('enter'); exit 125 }
 sub join_procs { for my $f (@_) { open(my $h, '>', $f) or fail('cgroup'); defined(syswrite($h, "$$\\n")) or fail('cgroup'); close($h) } }
-join_procs(@ARGV);
-my $cg;
-if (length($cgdir)) { sysopen($cg, $cgdir, 0x10000) or fail('cgroup') }
 open(my $in, '<&=', 4) or fail('payload');
 binmode($in);
 my $buf = do { local $/; <$in> };
@@ -72,6 +72,12 @@ my $flen = unpack('V', $buf);
 my $filter = substr($buf, 4, $flen);
 length($filter) == $flen && $flen % 8 == 0 && $flen > 0 or fail('filter');
 my @items = unpack('(V/a*)*', substr($buf, 4 + $flen));
+my $cgdir = shift(@items);
+my $nprocs = shift(@items);
+defined($cgdir) && defined($nprocs) && $nprocs =~ /^[0-9]{1,2}$/ && $nprocs <= @items or fail('cgroup');
+join_procs(splice(@items, 0, $nprocs));
+my $cg;
+if (length($cgdir)) { sysopen($cg, $cgdir, 0x10000) or fail('cgroup') }
 my $cwd = shift(@items);
 my $argc = shift(@items);
 defined($argc) && $argc >= 1 && $argc <= @items or fail('argv');
@@ -182,14 +188,22 @@ exec { $ARGV[0] } @ARGV;
 fail("exec $ARGV[0]", 124);
 `;
 
+/** The cgroups an exec's launcher joins: the exec's cgroup2 directory (null: none) and the environment's v1 cgroup.procs files. */
+export interface EnterCgroups {
+  unified: string | null;
+  v1Procs: string[];
+}
+
 /**
  * fd 4's bytes: u32 LE length of the filter, the filter, then length-prefixed strings
- * (u32 LE + bytes): the directory to run in ('' for the namespace's root), argc, argv...,
- * NAME=value... A NUL cannot be in an argument or a
+ * (u32 LE + bytes): the exec's cgroup2 directory ('' for none), the number of v1
+ * cgroup.procs files, those files (the driver's paths), the directory to run in ('' for the
+ * namespace's root), argc, argv..., NAME=value... A NUL cannot be in an argument or a
  * variable of a real process, so it is refused here rather than cut there.
  */
-export function enterPayload(filter: Buffer, argv: string[], env: Record<string, string>, cwd = ''): Buffer {
-  const items = [cwd, String(argv.length), ...argv];
+export function enterPayload(filter: Buffer, argv: string[], env: Record<string, string>, cwd = '', cgroups: EnterCgroups = { unified: null, v1Procs: [] }): Buffer {
+  if (cgroups.v1Procs.length > 99) throw new Error('too many cgroup files');
+  const items = [cgroups.unified ?? '', String(cgroups.v1Procs.length), ...cgroups.v1Procs, cwd, String(argv.length), ...argv];
   for (const [k, v] of Object.entries(env)) {
     if (!k || k.includes('=')) throw new Error(`not a variable name: ${JSON.stringify(k)}`);
     items.push(`${k}=${v}`);

@@ -120,6 +120,23 @@ interface Vm {
   torn?: Promise<void>;
   /** Its host uid. */
   uid: number;
+  /** The enter launcher its pool slot started for its first exec, waiting for the exec's payload (#startSlot). */
+  spareEntry?: SpareEntry | null;
+}
+
+/** An enter launcher started ahead: it waits on fd 4, outside every environment's cgroups, joining nothing until its payload. */
+interface SpareEntry {
+  child: ChildProcess;
+  timer: NodeJS.Timeout | null;
+}
+
+/** A first exec's launcher left unused this long ends (an environment that never execs holds no process for it). */
+const SPARE_ENTRY_MS = 30_000;
+
+/** Ends a launcher started ahead: its payload pipe closes empty, and it exits having joined nothing. */
+function endEntry(spare: SpareEntry): void {
+  if (spare.timer) clearTimeout(spare.timer);
+  for (const stream of spare.child.stdio) stream?.destroy();
 }
 
 /** A sandbox started and its relay listening. */
@@ -141,6 +158,8 @@ interface Slot {
   bridgeSockets: Set<Socket>;
   /** Moves its three mounts to the claiming environment's directory (started with the slot: no spawn in the claim). */
   mover: MountMover;
+  /** The enter launcher for the first exec of the environment that claims it (started with the slot: no spawn in that exec). */
+  entry: SpareEntry;
   /** Its exit before a claim: out of the pool, destroyed. */
   onExit: () => void;
 }
@@ -798,6 +817,12 @@ export class ProcessDriver implements HostDriver {
       expectedExit: false, exited: slot.launched.exited, execSeq: 0, loop: slot.loop, uid: slot.uid,
     };
     this.#running(vm);
+    // The slot's launcher serves the environment's first exec, or ends unused after a while.
+    const timer = setTimeout(() => {
+      if (vm.spareEntry?.child === slot.entry.child) this.#dropEntry(vm);
+    }, SPARE_ENTRY_MS);
+    timer.unref();
+    vm.spareEntry = { child: slot.entry.child, timer };
     this.opts.log.info({ environment_id: spec.id, slot: slot.name }, 'environment started from a sandbox slot');
     if (slot.launched.proc.exitCode !== null || slot.launched.proc.signalCode !== null) {
       // It died between the check and the listener: its exit is the environment's now.
@@ -863,7 +888,8 @@ export class ProcessDriver implements HostDriver {
       this.#cgroups.create(name, { cpus: 1, memoryMib: 64, pidsMax: 64 });
       mover = startMountMover(dir, SLOT_MOUNTS);
       const launched = await this.#launch(dir, name, uid);
-      const slot: Slot = { name, dir, uid, gib, loop, launched, ...bridged, mover, onExit: () => {} };
+      const entry: SpareEntry = { child: this.#spawnLauncher(launched.initPid), timer: null };
+      const slot: Slot = { name, dir, uid, gib, loop, launched, ...bridged, mover, entry, onExit: () => {} };
       slot.onExit = () => {
         const at = this.#slots.indexOf(slot);
         if (at >= 0) this.#slots.splice(at, 1);
@@ -924,6 +950,7 @@ export class ProcessDriver implements HostDriver {
   /** Kills a slot that no environment has (or whose claim failed), unmounts what is still mounted in its directory and deletes it. */
   async #destroySlot(slot: Slot): Promise<void> {
     slot.mover.cancel();
+    endEntry(slot.entry);
     slot.launched.proc.kill('SIGKILL');
     await this.#cgroups.kill(slot.name);
     await slot.launched.exited;
@@ -1012,6 +1039,7 @@ export class ProcessDriver implements HostDriver {
   }
 
   async #teardown(id: string, vm: Vm): Promise<void> {
+    this.#dropEntry(vm);
     vm.bridge.close();
     vm.control?.close();
     vm.control?.closeAllConnections();
@@ -1137,24 +1165,34 @@ export class ProcessDriver implements HostDriver {
     return this.#cgroups.stats(id);
   }
 
-  /** Runs argv inside the sandbox as the agent with exactly `env` (enter.ts). */
-  #spawnInside(vm: Vm, execTag: string, argv: string[], env: Record<string, string>, cwd: string): ChildProcess {
-    let payload: Buffer;
-    try {
-      payload = enterPayload(this.#hardened ? this.#filter : ALLOW_ALL, argv, env, cwd);
-    } catch (err) {
-      throw new DriverError('exec_failed', (err as Error).message);
-    }
-    const cg = this.#cgroups.entry(vm.spec.id, execTag);
-    const child = spawn(PERL, ['-e', ENTER_LAUNCHER, String(vm.initPid), String(AGENT_UID), String(AGENT_UID), cg.unified ?? '', ...cg.v1Procs], {
+  /** An enter launcher into the sandbox whose first process is `initPid` (enter.ts): it waits for its payload on fd 4. */
+  #spawnLauncher(initPid: number): ChildProcess {
+    const child = spawn(PERL, ['-e', ENTER_LAUNCHER, String(initPid), String(AGENT_UID), String(AGENT_UID)], {
       stdio: ['pipe', 'pipe', 'pipe', 'pipe', 'pipe'],
       env: { ...HOST_ENV },
       detached: true,
     });
-    const channel = child.stdio[4] as NodeJS.WritableStream;
-    channel.on('error', () => {});
-    channel.end(payload);
+    (child.stdio[4] as NodeJS.WritableStream).on('error', () => {});
+    child.on('error', () => {});
     return child;
+  }
+
+  /** The launcher started ahead, if it is still waiting (taken: no one else gets it). */
+  #takeEntry(vm: Vm): ChildProcess | null {
+    const spare = vm.spareEntry;
+    vm.spareEntry = null;
+    if (!spare) return null;
+    if (spare.timer) clearTimeout(spare.timer);
+    if (spare.child.exitCode === null && spare.child.signalCode === null && spare.child.pid !== undefined) return spare.child;
+    endEntry(spare);
+    return null;
+  }
+
+  /** Ends the environment's launcher started ahead, if it still has one. */
+  #dropEntry(vm: Vm): void {
+    const spare = vm.spareEntry;
+    vm.spareEntry = null;
+    if (spare) endEntry(spare);
   }
 
   async exec(id: string, req: ExecRequest): Promise<ExecResult> {
@@ -1162,7 +1200,15 @@ export class ProcessDriver implements HostDriver {
     if (vm.status !== 'running') throw new DriverError('guest_unavailable', 'the environment is suspended');
     const tag = `x${++vm.execSeq}`;
     const started = performance.now();
-    const child = this.#spawnInside(vm, tag, req.command, req.env ?? {}, req.cwd ?? AGENT_HOME);
+    let payload: Buffer;
+    try {
+      payload = enterPayload(this.#hardened ? this.#filter : ALLOW_ALL, req.command, req.env ?? {}, req.cwd ?? AGENT_HOME, this.#cgroups.entry(id, tag));
+    } catch (err) {
+      this.#cgroups.removeExec(id, tag);
+      throw new DriverError('exec_failed', (err as Error).message);
+    }
+    const child = this.#takeEntry(vm) ?? this.#spawnLauncher(vm.initPid);
+    (child.stdio[4] as NodeJS.WritableStream).end(payload);
     const out = new OutputCollector(req);
     for (const stream of ['stdout', 'stderr'] as const) child[stream]!.on('data', (d: Buffer) => out.add(stream, d));
     let marker = '';

@@ -9,9 +9,10 @@ describe('hosts: how an exec enters the sandbox', () => {
     expect(Object.isFrozen(HOST_ENV)).to.equal(true);
   });
 
-  it('the payload carries the filter, the directory, argv and variables as length-prefixed strings (nothing on a host command line)', () => {
+  it('the payload carries the filter, the cgroups, the directory, argv and variables as length-prefixed strings (nothing on a host command line)', () => {
     const filter = Buffer.alloc(16, 7);
-    const p = enterPayload(filter, ['/bin/sh', '-c', 'echo "$A"'], { A: 'x=y', LD_PRELOAD: '/home/agent/x.so', EMPTY: '' }, '/home/agent/src');
+    const cgroups = { unified: '/sys/fs/cgroup/unified/gw/env_1/x1', v1Procs: ['/sys/fs/cgroup/cpu/gw/env_1/cgroup.procs', '/sys/fs/cgroup/pids/gw/env_1/cgroup.procs'] };
+    const p = enterPayload(filter, ['/bin/sh', '-c', 'echo "$A"'], { A: 'x=y', LD_PRELOAD: '/home/agent/x.so', EMPTY: '' }, '/home/agent/src', cgroups);
     expect(p.readUInt32LE(0)).to.equal(16);
     expect(p.subarray(4, 20).equals(filter)).to.equal(true);
     const items: string[] = [];
@@ -20,7 +21,12 @@ describe('hosts: how an exec enters the sandbox', () => {
       items.push(p.subarray(at + 4, at + 4 + n).toString('utf8'));
       at += 4 + n;
     }
-    expect(items).to.deep.equal(['/home/agent/src', '3', '/bin/sh', '-c', 'echo "$A"', 'A=x=y', 'LD_PRELOAD=/home/agent/x.so', 'EMPTY=']);
+    expect(items).to.deep.equal([
+      cgroups.unified, '2', ...cgroups.v1Procs, '/home/agent/src', '3', '/bin/sh', '-c', 'echo "$A"', 'A=x=y', 'LD_PRELOAD=/home/agent/x.so', 'EMPTY=',
+    ]);
+    // No cgroups: an empty directory and no files.
+    const bare = enterPayload(filter, ['true'], {});
+    expect(bare.subarray(20, 32).equals(Buffer.from([0, 0, 0, 0, 1, 0, 0, 0, 0x30, 0, 0, 0]))).to.equal(true);
   });
 
   it('refuses a NUL in an argument or a value, and a name with "="', () => {
@@ -37,7 +43,9 @@ describe('hosts: how an exec enters the sandbox', () => {
     expect(at('syscall(157, 22')).to.be.greaterThan(at('syscall(157, 38'));
     expect(at('syscall(117')).to.be.greaterThan(at('syscall(157, 22'));
     expect(at('%ENV = ()')).to.be.greaterThan(at('syscall(117'));
-    // The cgroup join before it joins anything; the directory and the command looked up as the agent.
+    // The payload read before it joins any cgroup (a launcher started ahead waits outside
+    // them); the cgroup join before it joins anything; the directory and the command looked up as the agent.
+    expect(at("fail('payload')")).to.be.lessThan(at('join_procs(splice'));
     expect(at("fail('cgroup')")).to.be.lessThan(at('syscall(308'));
     expect(at('chdir(')).to.be.greaterThan(at('%ENV = ()'));
     expect(at("marker('notfound')")).to.be.greaterThan(at('chdir('));
