@@ -92,7 +92,8 @@ function makeTemplate(): Promise<Template> {
       const filled: string[] = [];
       for (const { t } of rows) {
         const [[created]] = (await db.raw('SHOW CREATE TABLE ??', [t])) as [[{ 'Create Table': string }]];
-        ddl.push(created['Create Table']);
+        // A `?` in a definition (a default, a comment) is text, not a binding of knex.raw.
+        ddl.push(created['Create Table'].replace(/\?/g, '\\?'));
         if ((await db(t).first(db.raw('1 AS one'))) !== undefined) filled.push(t);
       }
       return {
