@@ -11,7 +11,7 @@ import { createServer, type IncomingHttpHeaders, type Server } from 'node:http';
 import { mkdtempSync, rmSync } from 'node:fs';
 import type { AddressInfo, Socket } from 'node:net';
 import { tmpdir } from 'node:os';
-import { join, resolve } from 'node:path';
+import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { randomBytes } from 'node:crypto';
 import { freshDatabaseUrl } from '../helpers/db.js';
@@ -19,10 +19,8 @@ import { createDb, parseDatabaseUrl, withTx, type Db } from '../../store/db.js';
 import { enqueueEvent } from '../../webhooks/outbox.js';
 import { verifyWebhook } from '../../webhooks/verify.js';
 import { DEFAULT_DEVELOPER_ID } from '../../accounts/accounts.service.js';
+import { gatewayJs, killGroup, ROOT } from '../helpers/child-service.js';
 
-const ROOT = resolve(import.meta.dirname, '..', '..');
-const TSX = join(ROOT, 'node_modules', '.bin', 'tsx');
-const GATEWAY = join(ROOT, 'bin', 'gateway.ts');
 
 interface Child {
   child: ChildProcess;
@@ -31,12 +29,12 @@ interface Child {
 }
 
 /**
- * `tsx bin/gateway.ts start` in a process group of its own: tsx runs the service in a
- * child node process, so SIGKILL goes to the whole group (tsx and the service), which is
- * what a crash of the machine or the container does.
+ * `gateway start` (compiled, as `npm start` runs it) in a process group of its own, so
+ * SIGKILL goes to the whole group (the service and what it started), which is what a crash
+ * of the machine or the container does.
  */
 function start(env: Record<string, string>): Promise<Child> {
-  const child = spawn(TSX, [GATEWAY, 'start'], { cwd: ROOT, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'], detached: true });
+  const child = spawn(process.execPath, [gatewayJs(), 'start'], { cwd: ROOT, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'], detached: true });
   const lines: string[] = [];
   const exited = new Promise<number | null>((r) => child.once('exit', (code) => r(code)));
   return new Promise((res, rej) => {
@@ -63,14 +61,6 @@ function start(env: Record<string, string>): Promise<Child> {
     });
     child.stderr!.on('data', (d) => lines.push(String(d)));
   });
-}
-
-function killGroup(child: ChildProcess): void {
-  try {
-    process.kill(-child.pid!, 'SIGKILL');
-  } catch {
-    // already gone
-  }
 }
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));

@@ -4,7 +4,6 @@ import { createInterface } from 'node:readline';
 
 export const ROOT = resolve(import.meta.dirname, '..', '..');
 export const TSX = join(ROOT, 'node_modules', '.bin', 'tsx');
-export const GATEWAY = join(ROOT, 'bin', 'gateway.ts');
 
 let built: string | null = null;
 
