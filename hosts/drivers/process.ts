@@ -264,6 +264,8 @@ export class ProcessDriver implements HostDriver {
   readonly #reaped: Promise<void>;
   readonly #poolSize: number;
   #closed = false;
+  /** Slot destructions under way (#destroySlot), awaited by close(). */
+  readonly #destroying = new Set<Promise<void>>();
 
   constructor(private readonly opts: ProcessDriverOptions) {
     mkdirSync(opts.rootDir, { recursive: true, mode: 0o700 });
@@ -893,7 +895,7 @@ export class ProcessDriver implements HostDriver {
       slot.onExit = () => {
         const at = this.#slots.indexOf(slot);
         if (at >= 0) this.#slots.splice(at, 1);
-        void this.#destroySlot(slot);
+        this.#destroySlot(slot).catch((err: Error) => this.opts.log.warn({ err: this.#scrub(err.message) }, 'a sandbox slot could not be removed'));
       };
       launched.proc.once('exit', slot.onExit);
       if (this.#closed) await this.#destroySlot(slot);
@@ -947,8 +949,19 @@ export class ProcessDriver implements HostDriver {
     }
   }
 
-  /** Kills a slot that no environment has (or whose claim failed), unmounts what is still mounted in its directory and deletes it. */
-  async #destroySlot(slot: Slot): Promise<void> {
+  /**
+   * Kills a slot that no environment has (or whose claim failed), unmounts what is still
+   * mounted in its directory and deletes it. close() waits for every one under way: a slot
+   * whose sandbox died (a SIGTERM to the service's whole process group reaches it first) is
+   * destroyed from its exit handler, which nothing else awaits.
+   */
+  #destroySlot(slot: Slot): Promise<void> {
+    const done = this.#unmakeSlot(slot).finally(() => this.#destroying.delete(done));
+    this.#destroying.add(done);
+    return done;
+  }
+
+  async #unmakeSlot(slot: Slot): Promise<void> {
     slot.mover.cancel();
     endEntry(slot.entry);
     slot.launched.proc.kill('SIGKILL');
@@ -1266,6 +1279,7 @@ export class ProcessDriver implements HostDriver {
       }),
       ...[...this.#vms.keys()].map((id) => this.stop(id).catch(() => {})),
     ]);
+    await Promise.all([...this.#destroying].map((d) => d.catch(() => {})));
   }
 }
 

@@ -1,9 +1,10 @@
 import { expect } from 'chai';
-import { execFileSync } from 'node:child_process';
+import { execFileSync, spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { ProcessDriver } from '../../hosts/drivers/process.js';
+import { mountsUnder } from '../../hosts/drivers/disk-image.js';
 import { startTestService, type TestService } from '../helpers/service.js';
 import { pollUntil, sh, skipWithoutRuntime, waitState } from '../helpers/runtime.js';
 import { silentLogger } from '../../lib/log.js';
@@ -114,5 +115,33 @@ describe('environments: a sandbox slot a crashed run left is removed at the next
     expect(existsSync(dead)).to.equal(false);
     expect(existsSync(live)).to.equal(true);
     await driver.close();
+  });
+});
+
+describe('environments: a stop that lands while a slot is being destroyed', function () {
+  this.timeout(60_000);
+  let root: string;
+
+  before(function () {
+    skipWithoutRuntime(this);
+    root = mkdtempSync(join(tmpdir(), 'gw-slot-stop-'));
+  });
+  after(() => {
+    if (!root) return;
+    for (const m of mountsUnder(root).reverse()) spawnSync('/usr/bin/umount', ['-l', m]);
+    rmSync(root, { recursive: true, force: true });
+  });
+
+  it('close() waits for it: a SIGTERM to the whole process group kills the slot\'s sandbox first, and nothing of it stays mounted', async () => {
+    const rootDir = join(root, 'environments');
+    const driver = new ProcessDriver({ rootDir, proxy: { host: '127.0.0.1', port: 9 }, hostTag: 'host_slotstop', insecure: false, log: silentLogger, sandboxPool: 1, poolDiskGib: 1 });
+    driver.warmUp();
+    const [slot] = await pollUntil(() => driver.readySlots(), (s) => s.length === 1, 30_000);
+    expect(mountsUnder(rootDir).length).to.be.greaterThan(0);
+    // The slot's sandbox dies (as a group SIGTERM kills it): its exit handler destroys it, and the stop follows at once.
+    spawnSync('/usr/bin/pkill', ['-KILL', '-u', String(slot!.uid)]);
+    await pollUntil(() => driver.readySlots(), (s) => s.length === 0, 10_000, 1);
+    await driver.close();
+    expect(mountsUnder(rootDir)).to.deep.equal([]);
   });
 });
