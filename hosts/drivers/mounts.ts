@@ -122,6 +122,7 @@ for my $sub (@ARGV) {
   my ($a, $b) = ("$from/$sub", "$to/$sub");
   syscall(165, $a, $b, 0, 0x2000, 0) == 0 or fail("move $a");
 }
+syswrite(STDOUT, "moved\n");
 exit 0;
 `;
 
@@ -135,7 +136,7 @@ export interface MountMover {
 }
 
 export function startMountMover(from: string, subs: string[], timeoutMs = 10_000): MountMover {
-  const child = spawn(PERL, ['-e', MOVER_PROGRAM, from, ...subs], { env: { ...HOST_ENV }, cwd: '/', stdio: ['pipe', 'ignore', 'pipe'] });
+  const child = spawn(PERL, ['-e', MOVER_PROGRAM, from, ...subs], { env: { ...HOST_ENV }, cwd: '/', stdio: ['pipe', 'pipe', 'pipe'] });
   let stderr = '';
   let used = false;
   child.stderr!.on('data', (d: Buffer) => {
@@ -146,6 +147,16 @@ export function startMountMover(from: string, subs: string[], timeoutMs = 10_000
     child.once('exit', (code) => resolve(code));
     child.once('error', () => resolve(null));
   });
+  // It says "moved" once every move is made, before its exit: the claim goes on at that line,
+  // not at the process's exit (a process's teardown and its reaping are a few ms on a small VM).
+  const moved = new Promise<boolean>((resolve) => {
+    let out = '';
+    child.stdout!.on('data', (d: Buffer) => {
+      out += d.toString('utf8');
+      if (out === 'moved\n') resolve(true);
+    });
+    child.stdout!.once('close', () => resolve(false));
+  });
   return {
     ready: () => !used && child.exitCode === null && child.signalCode === null && child.pid !== undefined,
     async move(to: string): Promise<void> {
@@ -154,17 +165,22 @@ export function startMountMover(from: string, subs: string[], timeoutMs = 10_000
       if (to.includes('\n')) throw new Error('not a directory for the mount mover');
       child.stdin!.end(`${to}\n`);
       let timer: NodeJS.Timeout | undefined;
-      const code = await Promise.race([
-        exited,
-        new Promise<'timeout'>((resolve) => {
-          timer = setTimeout(() => resolve('timeout'), timeoutMs);
-        }),
-      ]).finally(() => clearTimeout(timer));
+      const timeout = new Promise<'timeout'>((resolve) => {
+        timer = setTimeout(() => resolve('timeout'), timeoutMs);
+      });
+      const said = await Promise.race([moved, timeout]);
+      if (said === true) {
+        clearTimeout(timer);
+        return;
+      }
+      const code = said === 'timeout' ? said : await Promise.race([exited, timeout]);
+      clearTimeout(timer);
       if (code === 'timeout') {
         child.kill('SIGKILL');
         throw new Error('the mount mover did not answer');
       }
       if (code !== 0) throw new Error(stderr.trim().slice(0, 300) || `the mount mover exited with ${code}`);
+      throw new Error('the mount mover moved nothing');
     },
     cancel(): void {
       used = true;

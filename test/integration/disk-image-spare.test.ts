@@ -125,7 +125,7 @@ describe('hosts: the spare disk image and the start\'s mounts of the process run
     );
   });
 
-  it('a slot\'s claim moves its mounts with a process started with the slot (mounts.ts): one line, each mount moved; end of input moves nothing; a failure says what failed', async () => {
+  it('a slot\'s claim moves its mounts with a process started with the slot (mounts.ts): one line, each mount moved (said before its exit); end of input moves nothing; a failure says what failed', async () => {
     const mountsAt = (d: string) => readFileSync('/proc/self/mountinfo', 'utf8').split('\n').map((l) => l.split(' ')[4]).filter((at) => at?.startsWith(`${d}/`)).sort();
     const tmpfs = (at: string) => mountAll([{ kind: 'tmpfs', source: 'mover', at, options: 'size=1m' }]);
     const slot = join(dir, 'slot_mover');
@@ -158,6 +158,10 @@ describe('hosts: the spare disk image and the start\'s mounts of the process run
       // A mount that is not there: the first failure stops it and is named.
       const broken = startMountMover(slot, ['a']);
       await broken.move(to).then(() => expect.fail('moved a missing mount'), (err: Error) => expect(err.message).to.match(/^move .*slot_mover\/a: /));
+
+      // A line that is not an absolute path: nothing moved, and the claim is told so (its exit is 0).
+      const relative = startMountMover(slot, ['a']);
+      await relative.move('relative/dir').then(() => expect.fail('took a relative path'), (err: Error) => expect(err.message).to.equal('the mount mover moved nothing'));
     } finally {
       for (const at of [...mountsAt(to), ...mountsAt(slot)].reverse()) execFileSync('umount', [at]);
     }
