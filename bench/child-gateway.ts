@@ -41,8 +41,9 @@ export async function startGateway(extra: Record<string, string> = {}): Promise<
     ...(traceFile ? { BENCH_TRACE_FILE: traceFile } : {}),
     ...extra,
   };
-  // A process group of its own: tsx runs the service in a child node process.
-  const child = spawn(TSX, [entry, 'start'], { cwd: dataDir, env, stdio: ['ignore', 'pipe', 'pipe'], detached: true });
+  // A process group of its own: tsx runs the service in a child node process. BENCH_NODE_ARGS:
+  // node flags for it (--trace-gc, --cpu-prof; NODE_OPTIONS refuses some).
+  const child = spawn(TSX, [...(process.env.BENCH_NODE_ARGS ? process.env.BENCH_NODE_ARGS.split(' ') : []), entry, 'start'], { cwd: dataDir, env, stdio: ['ignore', 'pipe', 'pipe'], detached: true });
   const lines: string[] = [];
   const exited = new Promise<void>((r) => child.once('exit', () => r()));
   const ready = await new Promise<Record<string, any>>((res, rej) => {

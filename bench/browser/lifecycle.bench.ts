@@ -152,6 +152,7 @@ for (let i = 0; i < PACED; i++) {
   paced.push(await lifecycle(warmEnv, WARM + i));
 }
 const loadAfter = loadavg();
+if (process.env.BENCH_RUNS_JSON) writeFileSync(process.env.BENCH_RUNS_JSON, JSON.stringify({ cold, coldEnvs, warm, paced, lines: gw.lines }));
 await destroy(warmEnv);
 // The pool's cost: each idle slot, the pool full again (every browser of an environment is gone).
 await poolFilled(POOL_SIZE);

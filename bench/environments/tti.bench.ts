@@ -13,6 +13,8 @@
  *   (BENCH_HOST_UP_MS, default 1000: the pause after the gateway's start before the first run)
  *   BENCH_TRACE=1 npx tsx bench/environments/tti.bench.ts   # + where the time goes, from a traced child
  *   BENCH_RUNNING=20 BENCH_N=20 npx tsx bench/environments/tti.bench.ts   # with 20 idle environments on the host
+ *   BENCH_RUNS_JSON=/tmp/runs.json ...                      # + every run's timings and the child's log lines, as JSON
+ *   BENCH_NODE_ARGS=--trace-gc ...                          # node flags for the child (bench/child-gateway.ts)
  *
  * Each run creates one environment with the API's defaults (2 cpus, 4 GiB, a 10 GiB disk:
  * what `{end_user_id}` alone gets; BENCH_DISK_GIB to change the disk), execs, runs one more
@@ -79,6 +81,10 @@ interface Run {
   fromSlot: boolean;
 }
 
+// The bench's own first request is not the service's time: Node's fetch loads undici on its
+// first call and opens the connection (40-50 ms here, seen as the first create's answer).
+await gw.api('GET', '/v1/environments?limit=1');
+
 const parse = (iso: string | null): number => (iso ? Date.parse(iso) : NaN);
 const runs: Run[] = [];
 for (let i = 0; i < N; i++) {
@@ -107,6 +113,7 @@ for (let i = 0; i < N; i++) {
   // The destroy's own work (umount, losetup, rm of the image) is out of the next run's way.
   await new Promise((r) => setTimeout(r, GAP_MS));
 }
+if (process.env.BENCH_RUNS_JSON) (await import('node:fs')).writeFileSync(process.env.BENCH_RUNS_JSON, JSON.stringify({ runs, lines: gw.lines }));
 const loadAfter = loadavg();
 for (const id of background) await gw.api('DELETE', `/v1/environments/${id}`);
 for (const id of background) {
