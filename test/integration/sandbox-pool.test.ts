@@ -1,9 +1,10 @@
 import { expect } from 'chai';
 import { execFileSync, spawnSync } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { ProcessDriver } from '../../hosts/drivers/process.js';
+import { ENTER_LAUNCHER } from '../../hosts/drivers/enter.js';
 import { mountsUnder } from '../../hosts/drivers/disk-image.js';
 import { startTestService, type TestService } from '../helpers/service.js';
 import { pollUntil, sh, skipWithoutRuntime, waitState } from '../helpers/runtime.js';
@@ -82,7 +83,55 @@ describe('environments: the process sandbox pool', function () {
     expect((await sh(t.api, c.body.id, 'cat mine.txt; stat -c %u mine.txt')).stdout).to.equal('kept\n1000\n');
     expect(driver.uidOf(c.body.id)).to.equal(ready[0]!.uid);
   });
+
+  it('the first exec\'s launcher started with the slot never outlives its sandbox: a stop before any exec ends it (it would enter whatever process took the pid next)', async () => {
+    await pollUntil(() => driver.readySlots(), (s) => s.length === 1 && s[0]!.gib === 2, 30_000);
+    const c = await t.api.post('/v1/environments', { end_user_id: 'pool-launcher', resources: { cpus: 1, memory_mib: 512, disk_gib: 2 } });
+    await waitState(t.api, c.body.id, 'running');
+    const uid = driver.uidOf(c.body.id)!;
+    // The enter launchers waiting for an exec whose sandbox runs as this environment's uid.
+    const waiting = () => spareLaunchers().filter((l) => uidOf(l.target) === uid);
+    const [launcher] = waiting();
+    expect(launcher, 'a launcher started with the slot waits for the first exec').to.not.equal(undefined);
+    await t.svc.db('environments').where({ id: c.body.id }).update({ desired_state: 'stopped' });
+    t.svc.host!.notify();
+    await waitState(t.api, c.body.id, 'stopped');
+    expect(await pollUntil(() => alive(launcher!.pid), (a) => !a, 3_000), 'the launcher ended with its sandbox').to.equal(false);
+    // The next start is cold (no slot of this environment's own): its first exec spawns a launcher and works.
+    expect((await sh(t.api, c.body.id, 'id -u')).stdout).to.equal('1000\n');
+  });
 });
+
+/** Enter launchers (hosts/drivers/enter.ts) alive on the machine: their pid and the sandbox pid they would enter. */
+function spareLaunchers(): Array<{ pid: number; target: number }> {
+  const out: Array<{ pid: number; target: number }> = [];
+  for (const p of readdirSync('/proc').filter((d) => /^\d+$/.test(d))) {
+    try {
+      const argv = readFileSync(`/proc/${p}/cmdline`, 'utf8').split('\0');
+      if (argv[1] === '-e' && argv[2] === ENTER_LAUNCHER) out.push({ pid: Number(p), target: Number(argv[3]) });
+    } catch {
+      // gone
+    }
+  }
+  return out;
+}
+
+function uidOf(pid: number): number | null {
+  try {
+    return Number(/^Uid:\s+(\d+)/m.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1]);
+  } catch {
+    return null;
+  }
+}
+
+function alive(pid: number): boolean {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    return stat.slice(stat.lastIndexOf(')') + 2)[0] !== 'Z';
+  } catch {
+    return false;
+  }
+}
 
 describe('environments: a sandbox slot a crashed run left is removed at the next start', function () {
   this.timeout(60_000);
