@@ -1,5 +1,6 @@
 import { execFile } from 'node:child_process';
 import { chmodSync, chownSync, existsSync, mkdirSync, readFileSync, readdirSync, renameSync, rmSync, rmdirSync, statSync, statfsSync, truncateSync, writeFileSync } from 'node:fs';
+import { rm } from 'node:fs/promises';
 import { randomBytes } from 'node:crypto';
 import { dirname, join } from 'node:path';
 import { HOST_ENV } from './enter.js';
@@ -164,7 +165,7 @@ export class DiskImages {
   /** Creates the image (absent only: an existing disk is kept, whatever its size): the spare of that size when there is one. */
   async ensure(img: string, gib: number, owner: number): Promise<boolean> {
     if (existsSync(img)) return false;
-    if (this.#takeSpare(img, gib)) {
+    if (await this.#takeSpare(img, gib)) {
       this.#fresh.set(img, owner);
       return true;
     }
@@ -184,7 +185,7 @@ export class DiskImages {
     }
     // Made under another name and renamed: a crash never leaves a half-made disk as the disk.
     const tmp = `${img}.new`;
-    rmSync(tmp, { force: true });
+    await rm(tmp, { force: true });
     try {
       const f = this.preallocate ? await run(this.tools.fallocate, ['-l', String(bytes), '--', tmp]) : { code: 1, stdout: '', stderr: 'not supported: sparse by configuration' };
       if (f.code !== 0) {
@@ -197,12 +198,12 @@ export class DiskImages {
       await must(this.tools.mkfs, ['-q', '-F', '-m', '0', '-E', `lazy_itable_init=1,lazy_journal_init=1,nodiscard,root_owner=${owner}:${owner}`, '--', tmp], 'mkfs.ext4');
       renameSync(tmp, img);
     } finally {
-      rmSync(tmp, { force: true });
+      await rm(tmp, { force: true });
     }
   }
 
   /** The spare of `gib`, renamed to `img` (true), or none; a spare of another size is removed (its room is the new disk's). */
-  #takeSpare(img: string, gib: number): boolean {
+  async #takeSpare(img: string, gib: number): Promise<boolean> {
     if (!this.spares) return false;
     this.#spareGib = gib;
     let took = false;
@@ -211,7 +212,7 @@ export class DiskImages {
       if (!m) continue;
       const spare = join(this.spares, name);
       if (took || Number(m[1]) !== gib) {
-        rmSync(spare, { force: true });
+        await rm(spare, { force: true });
         continue;
       }
       try {
@@ -220,7 +221,7 @@ export class DiskImages {
         continue; // another start took it first
       }
       if (this.size(img) === gib * GIB) took = true;
-      else rmSync(img, { force: true });
+      else await rm(img, { force: true });
     }
     return took;
   }
@@ -244,9 +245,9 @@ export class DiskImages {
     }
     const name = join(this.spares, `${gib}g.${process.pid}.${randomBytes(4).toString('hex')}`);
     this.#making = this.#make(`${name}.img`, gib, 0, this.spares)
-      .then(() => {
+      .then(async () => {
         // Asked for another size meanwhile: this one is no use.
-        if (this.#spareGib !== gib) rmSync(`${name}.img`, { force: true });
+        if (this.#spareGib !== gib) await rm(`${name}.img`, { force: true });
       })
       .catch(() => {})
       .finally(() => {

@@ -1,6 +1,7 @@
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { createHash, randomBytes } from 'node:crypto';
 import { chmodSync, chownSync, closeSync, existsSync, mkdirSync, openSync, readlinkSync, readFileSync, renameSync, rmSync, statSync, writeFileSync, readdirSync } from 'node:fs';
+import { rm } from 'node:fs/promises';
 import { createServer, connect, type Server, type Socket } from 'node:net';
 import { createServer as createHttpServer, type IncomingMessage, type RequestListener, type Server as HttpServer } from 'node:http';
 import type { Duplex } from 'node:stream';
@@ -808,7 +809,7 @@ export class ProcessDriver implements HostDriver {
       this.#cgroups.remove(spec.id);
       await this.#destroySlot(slot);
       await this.#unmountAll(spec.id);
-      rmSync(join(dir, 'disk.img'), { force: true });
+      await rm(join(dir, 'disk.img'), { force: true });
       rmSync(join(dir, 'uid'), { force: true });
       throw new DriverError('start_failed', this.#scrub((err as Error).message));
     }
@@ -905,7 +906,7 @@ export class ProcessDriver implements HostDriver {
       bridged?.bridge.close();
       this.#cgroups.remove(name);
       await this.#images!.release(img, mountsUnder(dir));
-      if (!mountsUnder(dir).length) rmSync(dir, { recursive: true, force: true });
+      await removeUnmounted(dir);
       throw err;
     } finally {
       this.#startingSlotUids.delete(uid);
@@ -941,7 +942,7 @@ export class ProcessDriver implements HostDriver {
         const mounted = mountsUnder(dir);
         if (this.#images) await this.#images.release(join(dir, 'disk.img'), mounted);
         else for (const m of mounted) await run('/usr/bin/umount', ['-l', '--', m]);
-        if (!mountsUnder(dir).length) rmSync(dir, { recursive: true, force: true });
+        await removeUnmounted(dir);
         this.opts.log.info({ slot: name }, 'a sandbox slot a previous run left was removed');
       } catch (err) {
         this.opts.log.warn({ slot: name, err: this.#scrub((err as Error).message) }, 'a sandbox slot a previous run left could not be removed');
@@ -971,7 +972,7 @@ export class ProcessDriver implements HostDriver {
     for (const s of slot.bridgeSockets) s.destroy();
     this.#cgroups.remove(slot.name);
     await this.#images!.release(join(slot.dir, 'disk.img'), mountsUnder(slot.dir));
-    if (!mountsUnder(slot.dir).length) rmSync(slot.dir, { recursive: true, force: true });
+    await removeUnmounted(slot.dir);
   }
 
   /**
@@ -1143,7 +1144,7 @@ export class ProcessDriver implements HostDriver {
     // Never a recursive delete through a mount: it would reach into whatever is mounted.
     if (mountsUnder(dir).length) await this.#unmountAll(id);
     if (mountsUnder(dir).length) throw new DriverError('guest_unavailable', 'the environment\'s disk could not be unmounted');
-    rmSync(dir, { recursive: true, force: true });
+    await removeUnmounted(dir);
   }
 
   /** Grows a running environment's disk to disk_gib (a resources update; host-agent.ts). */
@@ -1281,6 +1282,17 @@ export class ProcessDriver implements HostDriver {
     ]);
     await Promise.all([...this.#destroying].map((d) => d.catch(() => {})));
   }
+}
+
+/**
+ * Deletes an environment's or a slot's directory, never through a mount: its disk image first,
+ * off the event loop (unlinking a preallocated image frees its extents: 19-213 ms for 10 GiB
+ * on a 2-core VM, during which every request of the service waited), then what is left, once
+ * nothing is mounted in it.
+ */
+async function removeUnmounted(dir: string): Promise<void> {
+  await rm(join(dir, 'disk.img'), { force: true });
+  if (!mountsUnder(dir).length) rmSync(dir, { recursive: true, force: true });
 }
 
 function sealedAt(pid: number): boolean {
