@@ -84,6 +84,8 @@ export interface ProcessDriverOptions {
   poolDiskGib?: number;
   /** GATEWAY_CGROUP_FAVOR_DYNMODS: cgroup2 remounted with favordynmods at start (root; default true; cgroups.ts). */
   favorDynmods?: boolean;
+  /** How long an enter launcher started ahead waits unused before it ends (SPARE_ENTRY_MS; tests shorten it). */
+  spareLauncherMs?: number;
   log: Logger;
 }
 
@@ -823,7 +825,7 @@ export class ProcessDriver implements HostDriver {
     // The slot's launcher serves the environment's first exec, or ends unused after a while.
     const timer = setTimeout(() => {
       if (vm.spareEntry?.child === slot.entry.child) this.#dropEntry(vm);
-    }, SPARE_ENTRY_MS);
+    }, this.#spareLauncherMs);
     timer.unref();
     vm.spareEntry = { child: slot.entry.child, timer };
     this.opts.log.info({ environment_id: spec.id, slot: slot.name }, 'environment started from a sandbox slot');
@@ -1082,6 +1084,8 @@ export class ProcessDriver implements HostDriver {
       for (const pid of this.#treePids(vm)) this.#signal(pid, 'SIGSTOP');
     }
     vm.status = 'suspended';
+    // A suspended environment holds no process outside its frozen cgroup.
+    this.#dropEntry(vm);
   }
 
   async resume(id: string): Promise<void> {
@@ -1202,6 +1206,25 @@ export class ProcessDriver implements HostDriver {
     return null;
   }
 
+  /**
+   * Starts the environment's next enter launcher ahead (after an exec took one): it waits for
+   * the next exec's payload, joined to nothing, and ends unused after SPARE_ENTRY_MS, at
+   * suspend, or with the sandbox (#teardown). One at most per environment.
+   */
+  #armEntry(vm: Vm): void {
+    if (vm.spareEntry || vm.status !== 'running' || vm.torn || this.#closed || this.#vms.get(vm.spec.id) !== vm) return;
+    const child = this.#spawnLauncher(vm.initPid);
+    const timer = setTimeout(() => {
+      if (vm.spareEntry?.child === child) this.#dropEntry(vm);
+    }, this.#spareLauncherMs);
+    timer.unref();
+    vm.spareEntry = { child, timer };
+  }
+
+  get #spareLauncherMs(): number {
+    return this.opts.spareLauncherMs ?? SPARE_ENTRY_MS;
+  }
+
   /** Ends the environment's launcher started ahead, if it still has one. */
   #dropEntry(vm: Vm): void {
     const spare = vm.spareEntry;
@@ -1223,6 +1246,9 @@ export class ProcessDriver implements HostDriver {
     }
     const child = this.#takeEntry(vm) ?? this.#spawnLauncher(vm.initPid);
     (child.stdio[4] as NodeJS.WritableStream).end(payload);
+    // The next exec's launcher starts now, while this command runs: Node's spawn (the event
+    // loop blocked 4-7 ms on a small VM) and Perl's start are then off that exec's path.
+    this.#armEntry(vm);
     const out = new OutputCollector(req);
     for (const stream of ['stdout', 'stderr'] as const) child[stream]!.on('data', (d: Buffer) => out.add(stream, d));
     let marker = '';

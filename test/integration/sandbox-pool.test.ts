@@ -194,3 +194,67 @@ describe('environments: a stop that lands while a slot is being destroyed', func
     expect(mountsUnder(rootDir)).to.deep.equal([]);
   });
 });
+
+describe('environments: each exec\'s next launcher is started while it runs (issue 29)', function () {
+  this.timeout(60_000);
+  let root: string;
+  let driver: ProcessDriver;
+  const id = 'env_0000000000000000005a4e11';
+  const run = (command: string[]) => driver.exec(id, { command, timeoutMs: 10_000, maxOutputBytes: 4096 });
+
+  before(async function () {
+    skipWithoutRuntime(this);
+    root = mkdtempSync(join(tmpdir(), 'gw-next-launcher-'));
+    driver = new ProcessDriver({ rootDir: join(root, 'environments'), proxy: { host: '127.0.0.1', port: 9 }, hostTag: 'host_nextlauncher', insecure: false, log: silentLogger, sandboxPool: 0, spareLauncherMs: 2500 });
+    await driver.slotsReaped();
+    await driver.start({ id, cpus: 1, memoryMib: 256, diskGib: 1 }, { env: {}, files: {}, connections: {}, caPem: '' });
+  });
+  after(async () => {
+    if (!root) return;
+    await driver?.close().catch(() => {});
+    await driver?.destroy(id).catch(() => {});
+    for (const m of mountsUnder(root).reverse()) spawnSync('/usr/bin/umount', ['-l', m]);
+    rmSync(root, { recursive: true, force: true });
+  });
+  const waiting = () => spareLaunchers().filter((l) => uidOf(l.target) === driver.uidOf(id)).map((l) => l.pid);
+
+  it('none before the first exec of a cold start; after an exec one waits, and the next exec takes it (another waits then)', async () => {
+    expect(waiting()).to.deep.equal([]);
+    expect((await run(['id', '-u'])).stdout.toString()).to.equal('1000\n');
+    const [first, ...more] = waiting();
+    expect(first, 'one launcher waits after an exec').to.be.a('number');
+    expect(more).to.deep.equal([]);
+    const r = await run(['sh', '-c', 'pwd && id -u']);
+    expect(r.stdout.toString()).to.equal('/home/agent\n1000\n');
+    expect(alive(first!), 'the second exec took the waiting launcher').to.equal(false);
+    const next = waiting();
+    expect(next).to.have.length(1);
+    expect(next[0]).to.not.equal(first);
+  });
+
+  it('unused, it ends after its time (spareLauncherMs); the next exec starts its own and works', async () => {
+    const [pid] = waiting();
+    expect(pid).to.be.a('number');
+    expect(await pollUntil(() => alive(pid!), (a) => !a, 8_000)).to.equal(false);
+    expect(waiting()).to.deep.equal([]);
+    expect((await run(['true'])).exitCode).to.equal(0);
+  });
+
+  it('a suspended environment holds none (it is outside the frozen cgroup); after resume an exec works', async () => {
+    await run(['true']);
+    expect(waiting()).to.have.length(1);
+    await driver.suspend(id);
+    // Well within its 2.5 s of waiting: the suspend ended it, not its time.
+    expect(await pollUntil(() => waiting(), (w) => w.length === 0, 1_000)).to.deep.equal([]);
+    await driver.resume(id);
+    expect((await run(['echo', 'back'])).stdout.toString()).to.equal('back\n');
+  });
+
+  it('a stop ends the one waiting with the sandbox', async () => {
+    await run(['true']);
+    const [pid] = waiting();
+    expect(pid).to.be.a('number');
+    await driver.stop(id);
+    expect(await pollUntil(() => alive(pid!), (a) => !a, 1_000)).to.equal(false);
+  });
+});
