@@ -324,10 +324,13 @@ EOF`);
     it('sees only its own processes and holds no capability', async () => {
       // A VM's own kernel threads (children of its kthreadd, pid 2) are not processes of anyone's.
       const count = vm ? "ps -eo pid,ppid --no-headers | awk '$1!=2 && $2!=2' | wc -l" : 'ps -eo pid,user,comm --no-headers | wc -l';
-      const r = await sh(t.api, env.id, `${count}; grep -E '^(CapEff|CapPrm|NoNewPrivs)' /proc/self/status; cat /proc/self/uid_map`);
+      const r = await sh(t.api, env.id, `${count}; grep -E '^(Cap[A-Za-z]+|NoNewPrivs):' /proc/self/status; cat /proc/self/uid_map`);
       const lines = r.stdout.trim().split('\n');
       expect(Number(lines[0])).to.be.lessThan(12);
       expect(lines).to.include.members(['CapPrm:\t0000000000000000', 'CapEff:\t0000000000000000', 'NoNewPrivs:\t1']);
+      // The process sandbox's exec also drops the bounding set (nothing an exec'd file could
+      // regain, whatever its file capabilities) and holds no inheritable or ambient one.
+      if (!vm) expect(lines).to.include.members(['CapInh:\t0000000000000000', 'CapBnd:\t0000000000000000', 'CapAmb:\t0000000000000000']);
     });
   });
 

@@ -82,6 +82,14 @@ fi`);
     expect(ranOnHost(), 'planted programs ran on the host').to.deep.equal([]);
     expect(r.status, JSON.stringify(r.body)).to.equal(200);
     expect(r.body.stdout).to.equal(`inside-ok\n${env.PATH}\n${env.SHELL}\n`);
+    // Exactly: the environment's own variables (those the service wrote to /run/service/env)
+    // and the request's, none of the host launcher's (its fixed PATH and LC_ALL).
+    const names = (out: string) => out.split('\0').filter(Boolean).map((kv) => kv.slice(0, kv.indexOf('='))).sort();
+    const surface = await exec(t.api, envId, ['/bin/sed', '-n', 's/^export \\([^=]*\\)=.*/\\1/p', '/run/service/env'], {});
+    const own = surface.body.stdout.trim().split('\n').sort();
+    expect(own).to.include.members(['HOME', 'HTTPS_PROXY', 'PATH']);
+    expect(names((await exec(t.api, envId, ['/usr/bin/env', '-0'], {})).body.stdout)).to.deep.equal(own);
+    expect(names((await exec(t.api, envId, ['/usr/bin/env', '-0'], { env: { ONLY_HERE: '1' } })).body.stdout)).to.deep.equal([...own, 'ONLY_HERE'].sort());
   });
 
   it('exec env: LD_PRELOAD at a library in the disk (by its host path) reaches no host process', async () => {
