@@ -1246,9 +1246,6 @@ export class ProcessDriver implements HostDriver {
     }
     const child = this.#takeEntry(vm) ?? this.#spawnLauncher(vm.initPid);
     (child.stdio[4] as NodeJS.WritableStream).end(payload);
-    // The next exec's launcher starts now, while this command runs: Node's spawn (the event
-    // loop blocked 4-7 ms on a small VM) and Perl's start are then off that exec's path.
-    this.#armEntry(vm);
     const out = new OutputCollector(req);
     for (const stream of ['stdout', 'stderr'] as const) child[stream]!.on('data', (d: Buffer) => out.add(stream, d));
     let marker = '';
@@ -1279,6 +1276,10 @@ export class ProcessDriver implements HostDriver {
     clearTimeout(timer);
     req.signal?.removeEventListener('abort', onAbort);
     this.#cgroups.removeExec(id, tag);
+    // The next exec's launcher starts once this one's answer is on its way: Node's spawn (the
+    // event loop blocked 4-7 ms on a small VM) and Perl's start are then off both execs' paths
+    // (an agent's next command comes after its model has read this one's output).
+    setImmediate(() => this.#armEntry(vm));
     if (marker === 'notfound') throw new DriverError('exec_failed', `command not found in the environment: ${req.command[0]}`);
     if (marker === 'cwd') throw new DriverError('exec_failed', `cwd does not exist in the environment: ${req.cwd}`);
     if (marker === 'enter') throw new DriverError('guest_unavailable', 'the environment could not be entered');

@@ -195,7 +195,7 @@ describe('environments: a stop that lands while a slot is being destroyed', func
   });
 });
 
-describe('environments: each exec\'s next launcher is started while it runs (issue 29)', function () {
+describe('environments: after each exec the next one\'s launcher is started ahead (issue 29)', function () {
   this.timeout(60_000);
   let root: string;
   let driver: ProcessDriver;
@@ -221,13 +221,13 @@ describe('environments: each exec\'s next launcher is started while it runs (iss
   it('none before the first exec of a cold start; after an exec one waits, and the next exec takes it (another waits then)', async () => {
     expect(waiting()).to.deep.equal([]);
     expect((await run(['id', '-u'])).stdout.toString()).to.equal('1000\n');
-    const [first, ...more] = waiting();
+    const [first, ...more] = await pollUntil(waiting, (w) => w.length > 0, 2_000);
     expect(first, 'one launcher waits after an exec').to.be.a('number');
     expect(more).to.deep.equal([]);
     const r = await run(['sh', '-c', 'pwd && id -u']);
     expect(r.stdout.toString()).to.equal('/home/agent\n1000\n');
     expect(alive(first!), 'the second exec took the waiting launcher').to.equal(false);
-    const next = waiting();
+    const next = await pollUntil(waiting, (w) => w.length > 0, 2_000);
     expect(next).to.have.length(1);
     expect(next[0]).to.not.equal(first);
   });
@@ -242,7 +242,7 @@ describe('environments: each exec\'s next launcher is started while it runs (iss
 
   it('a suspended environment holds none (it is outside the frozen cgroup); after resume an exec works', async () => {
     await run(['true']);
-    expect(waiting()).to.have.length(1);
+    expect(await pollUntil(waiting, (w) => w.length > 0, 2_000)).to.have.length(1);
     await driver.suspend(id);
     // Well within its 2.5 s of waiting: the suspend ended it, not its time.
     expect(await pollUntil(() => waiting(), (w) => w.length === 0, 1_000)).to.deep.equal([]);
@@ -252,7 +252,7 @@ describe('environments: each exec\'s next launcher is started while it runs (iss
 
   it('a stop ends the one waiting with the sandbox', async () => {
     await run(['true']);
-    const [pid] = waiting();
+    const [pid] = await pollUntil(waiting, (w) => w.length > 0, 2_000);
     expect(pid).to.be.a('number');
     await driver.stop(id);
     expect(await pollUntil(() => alive(pid!), (a) => !a, 1_000)).to.equal(false);
