@@ -1,6 +1,7 @@
 import { execFile } from 'node:child_process';
 import { chmodSync, chownSync, existsSync, mkdirSync, readFileSync, readdirSync, renameSync, rmSync, rmdirSync, statSync, statfsSync, truncateSync, writeFileSync } from 'node:fs';
 import { rm } from 'node:fs/promises';
+import { releaseAll } from './mounts.js';
 import { randomBytes } from 'node:crypto';
 import { dirname, join } from 'node:path';
 import { HOST_ENV } from './enter.js';
@@ -344,6 +345,13 @@ export class DiskImages {
    */
   async release(img: string, mountpoints: string[]): Promise<void> {
     this.#fresh.delete(img);
+    try {
+      // One helper process (mounts.ts) where umount and losetup were up to five.
+      await releaseAll(existsSync(img) ? img : null, mountpoints);
+      return;
+    } catch {
+      // What it could not do, the tools try again (what is done already fails harmlessly).
+    }
     for (const m of mountpoints) await run(this.tools.umount, ['-l', '--', m]);
     if (!existsSync(img)) return;
     const bound = (await run(this.tools.losetup, ['--list', '--noheadings', '--output', 'NAME', '--associated', img])).stdout.trim().split('\n').filter(Boolean);

@@ -4,7 +4,7 @@ import { mkdirSync, mkdtempSync, readFileSync, readdirSync, realpathSync, rmSync
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { DiskImages, IMAGE_MOUNT_OPTIONS, findDiskTools } from '../../hosts/drivers/disk-image.js';
-import { mountAll, mountOptions, startMountMover } from '../../hosts/drivers/mounts.js';
+import { mountAll, mountOptions, releaseAll, startMountMover } from '../../hosts/drivers/mounts.js';
 import { skipOrFailInCI } from '../helpers/ci-gate.js';
 
 /**
@@ -125,6 +125,26 @@ describe('hosts: the spare disk image and the start\'s mounts of the process run
     );
   });
 
+  it('a disk\'s release in one process (mounts.ts): each mount detached in order (one no longer mounted passed over), then every loop device bound to the image', async () => {
+    const g = envDir('g');
+    mkdirSync(join(g, 'service'));
+    expect(await images.ensure(join(g, 'disk.img'), 1, 201_007)).to.equal(true);
+    const dev = (await mountAll([
+      { kind: 'tmpfs', source: 'service', at: join(g, 'service'), options: 'size=1m' },
+      { kind: 'image', img: join(g, 'disk.img'), at: join(g, 'disk'), options: IMAGE_MOUNT_OPTIONS, device: null },
+    ]))!;
+    // A second device bound to the same image (as a crashed run can leave): both go.
+    const extra = execFileSync('losetup', ['--find', '--show', join(g, 'disk.img')], { encoding: 'utf8' }).trim();
+    const bound = () => execFileSync('losetup', ['--list', '--noheadings', '--output', 'NAME', '--associated', join(g, 'disk.img')], { encoding: 'utf8' }).trim().split('\n').filter(Boolean).sort();
+    expect(bound()).to.deep.equal([dev, extra].sort());
+    await releaseAll(join(g, 'disk.img'), [join(g, 'nothing-here'), join(g, 'disk'), join(g, 'service')]);
+    const at = readFileSync('/proc/self/mountinfo', 'utf8').split('\n').map((l) => l.split(' ')[4]);
+    expect(at).to.not.include.members([join(g, 'disk'), join(g, 'service')]);
+    expect(await pollUntilEmpty(bound)).to.deep.equal([]);
+    // Without an image: the mounts only.
+    await releaseAll(null, []);
+  });
+
   it('a slot\'s claim moves its mounts with a process started with the slot (mounts.ts): one line, each mount moved (said before its exit); end of input moves nothing; a failure says what failed', async () => {
     const mountsAt = (d: string) => readFileSync('/proc/self/mountinfo', 'utf8').split('\n').map((l) => l.split(' ')[4]).filter((at) => at?.startsWith(`${d}/`)).sort();
     const tmpfs = (at: string) => mountAll([{ kind: 'tmpfs', source: 'mover', at, options: 'size=1m' }]);
@@ -167,3 +187,13 @@ describe('hosts: the spare disk image and the start\'s mounts of the process run
     }
   });
 });
+
+/** Until `probe` gives an empty list (a busy loop device clears itself once its last user is gone), at most 3 s. */
+async function pollUntilEmpty(probe: () => string[]): Promise<string[]> {
+  for (let i = 0; i < 60; i++) {
+    const v = probe();
+    if (!v.length) return v;
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  return probe();
+}
