@@ -106,8 +106,9 @@ export function mountAll(ops: MountOp[]): Promise<string | null> {
  * --associated` and `losetup --detach` per device did, five helper processes per destroy
  * (each blocking the service's event loop 4-7 ms for Node's spawn on a small VM):
  *
- *   - each mount point given: umount2(2) with MNT_DETACH, in order; one that is not mounted
- *     any more is passed over (as `umount -l`'s failure was);
+ *   - each mount point given: umount2(2) with MNT_DETACH and UMOUNT_NOFOLLOW (a symlink
+ *     where a mount point was is never followed), in order; one that is not mounted any more
+ *     is passed over (as `umount -l`'s failure was);
  *   - then, if an image is given and exists, every loop device bound to it (the device and
  *     inode LOOP_GET_STATUS64 reports equal the image's, as losetup --associated compares
  *     them; found under /sys/block/loop*) is detached with LOOP_CLR_FD (a device still
@@ -119,7 +120,7 @@ export function mountAll(ops: MountOp[]): Promise<string | null> {
 const RELEASE_PROGRAM = `
 sub fail { my $e = $!; syswrite(STDERR, "$_[0]: $e\\n"); exit 1 }
 my $img = shift(@ARGV);
-for my $at (@ARGV) { syscall(166, $at, 2) }
+for my $at (@ARGV) { syscall(166, $at, 2 | 8) }
 exit 0 unless length($img);
 my @st = stat($img) or exit 0;
 my ($dev, $ino) = @st[0, 1];
