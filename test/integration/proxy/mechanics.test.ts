@@ -1,5 +1,5 @@
 import { expect } from 'chai';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createServer as createNetServer, connect as netConnect, type AddressInfo, type Socket } from 'node:net';
@@ -263,8 +263,14 @@ describe('gateway proxy mechanics', function () {
       up.respond = echo;
     });
 
-    it('a slow reader gets a 32 MiB response whole, and the upstream waits for it (paused, not buffered in the gateway)', async () => {
-      const size = 32 * 1024 * 1024;
+    it('a slow reader gets a large response whole (32 MiB, more where the kernel\'s socket buffers could hold that), and the upstream waits for it (paused, not buffered in the gateway)', async () => {
+      // The kernel buffers part of it on each of the two hops (upstream → gateway, gateway →
+      // agent), up to the machine's TCP buffer maxima: 4 MiB + 32 MiB per hop on one CI VM,
+      // enough to hold all of 32 MiB with nothing buffered by the gateway. The response is made
+      // four times what the two hops can hold at most, so the upstream being held shows.
+      const tcpMax = (f: string) => Number(readFileSync(`/proc/sys/net/ipv4/${f}`, 'utf8').trim().split(/\s+/)[2] ?? 0);
+      const MiB = 1024 * 1024;
+      const size = Math.max(32 * MiB, Math.ceil((4 * (tcpMax('tcp_rmem') + tcpMax('tcp_wmem'))) / MiB) * MiB);
       let upstreamDone = false;
       let sent = 0;
       let lastProgress = performance.now();
@@ -288,7 +294,8 @@ describe('gateway proxy mechanics', function () {
       // under a millisecond). A gateway that buffered would let it run to the end first.
       await until(() => upstreamDone || performance.now() - lastProgress > 300, 15_000);
       expect(upstreamDone, 'the upstream could not finish while the agent read nothing').to.equal(false);
-      // Held at a few MiB (socket buffers on each hop; 8 MiB measured here), far from the end.
+      // Held at what the socket buffers of the two hops take (8 MiB measured on one machine, up
+      // to 72 MiB where the maxima are 32 + 4 MiB), far from the end.
       expect(sent, 'what the upstream could write before it was held').to.be.below(size * 0.75);
       let got = 0;
       for await (const c of r.body) got += (c as Buffer).length;
