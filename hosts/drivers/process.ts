@@ -1279,7 +1279,7 @@ export class ProcessDriver implements HostDriver {
     // The next exec's launcher starts once this one's answer is on its way: Node's spawn (the
     // event loop blocked 4-7 ms on a small VM) and Perl's start are then off both execs' paths
     // (an agent's next command comes after its model has read this one's output).
-    setImmediate(() => this.#armEntry(vm));
+    if (!marker) setImmediate(() => this.#armEntry(vm));
     if (marker === 'notfound') throw new DriverError('exec_failed', `command not found in the environment: ${req.command[0]}`);
     if (marker === 'cwd') throw new DriverError('exec_failed', `cwd does not exist in the environment: ${req.cwd}`);
     if (marker === 'enter') throw new DriverError('guest_unavailable', 'the environment could not be entered');
@@ -1312,12 +1312,14 @@ export class ProcessDriver implements HostDriver {
 }
 
 /**
- * Deletes an environment's or a slot's directory, never through a mount: its disk image first,
- * off the event loop (unlinking a preallocated image frees its extents: 19-213 ms for 10 GiB
- * on a 2-core VM, during which every request of the service waited), then what is left, once
- * nothing is mounted in it.
+ * Deletes an environment's or a slot's directory once nothing is mounted in it (never a
+ * recursive delete through a mount; a directory still mounted in is kept whole, its image
+ * with it, for the next start's reap to release): its disk image first, off the event loop
+ * (unlinking a preallocated image frees its extents: 19-213 ms for 10 GiB on a 2-core VM,
+ * during which every request of the service waited), then what is left.
  */
 async function removeUnmounted(dir: string): Promise<void> {
+  if (mountsUnder(dir).length) return;
   await rm(join(dir, 'disk.img'), { force: true });
   if (!mountsUnder(dir).length) rmSync(dir, { recursive: true, force: true });
 }
