@@ -213,7 +213,10 @@ describe('control socket: a burst from inside a real environment (process sandbo
     const cpu = cpuMs() - cpu0;
     console.log(`      60 invalid keep-awakes: ${count(out, 400)} × 400, ${count(out, 429)} × 429 (at most ${allowed} let through in the time); host CPU ${cpu.toFixed(0)} ms (the service, its database and the exec included)`);
     expect(count(out, 400) + count(out, 429)).to.equal(60);
-    expect(count(out, 400)).to.be.at.most(Math.min(allowed, 59));
+    expect(count(out, 400)).to.be.at.most(allowed);
+    // The bucket must have refused some, unless the burst took so long (a loaded machine) that
+    // its refill let all 60 through legitimately.
+    if (allowed < 60) expect(count(out, 429)).to.be.greaterThan(0);
     expect(out.filter((x) => x[0] === 429).every((x) => x[1].error === 'rate_limited' && Number(x[2]) >= 1)).to.equal(true);
     expect(peerStats.spawned - spawned).to.equal(0);
     const rejected = await events(e.id, 'agent_request_rejected');
@@ -231,7 +234,8 @@ describe('control socket: a burst from inside a real environment (process sandbo
     const cpu = cpuMs() - cpu0;
     console.log(`      60 valid keep-awakes: ${count(out, 200)} × 200, ${count(out, 429)} × 429 (at most ${allowed} let through in the time); ${peerStats.spawned - spawned} helpers; host CPU ${cpu.toFixed(0)} ms`);
     expect(count(out, 200) + count(out, 429)).to.equal(60);
-    expect(count(out, 200)).to.be.at.most(Math.min(allowed, 59));
+    expect(count(out, 200)).to.be.at.most(allowed);
+    if (allowed < 60) expect(count(out, 429)).to.be.greaterThan(0);
     expect(peerStats.spawned - spawned).to.equal(count(out, 200));
     await t.api.delete(`/v1/environments/${e.id}`);
   });
