@@ -13,8 +13,11 @@
  * Essential in Debian; no module is loaded, so it reads nothing but its own binary and
  * libraries) started on the host side, which:
  *
- *   1. opens the sandbox's namespaces from the host's /proc/<init pid>/ns/* and, still the
- *      host's root, drops its supplementary groups;
+ *   1. opens the sandbox's namespaces from the host's /proc/<init pid>/ns/*, checks that
+ *      the pid still belongs to the sandbox's first process (its start time, given with the
+ *      pid, read by the driver when the sandbox started: a pid reused by another process
+ *      after the sandbox's end is never entered) and, still the host's root, drops its
+ *      supplementary groups;
  *   2. joins them (the user namespace last when it is root, first when it is not: the order
  *      nsenter uses), then forks, so its child is in the sandbox's pid namespace;
  *   3. in the child, still root of the sandbox's user namespace (a uid the agent cannot
@@ -33,7 +36,7 @@
  * exits 125.
  *
  * It reads the payload first (an empty one: exit 125, having joined nothing), and the
- * payload names the cgroups (argv has only the sandbox's pid and the agent's uids), so a
+ * payload names the cgroups (argv has only the sandbox's pid and start time and the agent's uids), so a
  * launcher can be started before its environment is known and wait, outside every
  * environment's cgroups: a pool slot starts one for the first exec of the environment that
  * claims it (process.ts). Then, before it joins, the launcher writes its pid into the
@@ -59,7 +62,7 @@ export const PERL = '/usr/bin/perl';
 // number as an integer and anything else as a pointer to its bytes: every integer below is
 // numeric (`+ 0`), the sock_fprog is a packed string.
 export const ENTER_LAUNCHER = `
-my ($pid, $uid, $gid) = map { $_ + 0 } splice(@ARGV, 0, 3);
+my ($pid, $start, $uid, $gid) = map { $_ + 0 } splice(@ARGV, 0, 4);
 sub marker { if (open(my $m, '>&=', 3)) { syswrite($m, $_[0]) } }
 sub fail { my $e = $!; syswrite(STDERR, "enter: $_[0]: $e\\n"); marker('enter'); exit 125 }
 sub join_procs { for my $f (@_) { open(my $h, '>', $f) or fail('cgroup'); defined(syswrite($h, "$$\\n")) or fail('cgroup'); close($h) } }
@@ -85,6 +88,14 @@ my @argv = splice(@items, 0, $argc);
 my $root = $> == 0;
 my %fd;
 for my $ns ('user', 'cgroup', 'ipc', 'uts', 'net', 'pid', 'mnt') { open($fd{$ns}, '<', "/proc/$pid/ns/$ns") or fail("namespace $ns") }
+# Still the sandbox's first process once they are open (its start time, as the driver read it
+# when the sandbox started): a pid its process no longer holds, taken by another one, is
+# never entered (the descriptors hold the namespaces of whoever had the pid at the open).
+open(my $st, '<', "/proc/$pid/stat") or fail('sandbox');
+my $stat = do { local $/; <$st> };
+close($st);
+my @f = split(/ /, substr($stat, rindex($stat, ')') + 2));
+defined($f[19]) && $f[19] == $start && $start > 0 or fail('sandbox');
 if ($root) { syscall(116, 0, 0) == 0 or fail('setgroups') }
 my @later = grep { syscall(308, fileno($fd{$_}), 0) != 0 } ('cgroup', 'ipc', 'uts', 'net', 'pid', 'mnt');
 syscall(308, fileno($fd{user}), 0) == 0 or fail('setns user');

@@ -108,6 +108,8 @@ interface Vm {
   proc: ChildProcess;
   /** The sandbox's first process, as the host sees it (the launcher's target). */
   initPid: number;
+  /** Its first process's start time (Launched.initStart). */
+  initStart: number;
   status: 'running' | 'suspended';
   bridge: Server;
   bridgeSockets: Set<Socket>;
@@ -146,6 +148,8 @@ function endEntry(spare: SpareEntry): void {
 interface Launched {
   proc: ChildProcess;
   initPid: number;
+  /** Its first process's start time (/proc/<pid>/stat field 22): an exec enters that process only, never the pid's next holder. */
+  initStart: number;
   exited: Promise<void>;
 }
 
@@ -619,7 +623,7 @@ export class ProcessDriver implements HostDriver {
     try {
       sandbox = await this.#launch(dir, spec.id, uid);
       const vm: Vm = {
-        spec, proc: sandbox.proc, initPid: sandbox.initPid, status: 'running', bridge, bridgeSockets, control, browser, expectedExit: false, exited: sandbox.exited, execSeq: 0, loop, uid,
+        spec, proc: sandbox.proc, initPid: sandbox.initPid, initStart: sandbox.initStart, status: 'running', bridge, bridgeSockets, control, browser, expectedExit: false, exited: sandbox.exited, execSeq: 0, loop, uid,
       };
       this.#running(vm);
       this.#refillSoon();
@@ -751,9 +755,10 @@ export class ProcessDriver implements HostDriver {
     const exited = new Promise<void>((resolve) => proc.once('exit', () => resolve()));
     try {
       const initPid = await this.#readChildPid(proc, () => stderr);
+      const initStart = startTime(initPid);
       this.#checkSealed(initPid);
       await this.#waitRelay(initPid, proc, () => stderr);
-      return { proc, initPid, exited };
+      return { proc, initPid, initStart, exited };
     } catch (err) {
       proc.kill('SIGKILL');
       await this.#cgroups.kill(cgroup);
@@ -818,7 +823,7 @@ export class ProcessDriver implements HostDriver {
     // Its mounts moved away: empty directories (never a recursive delete through a mount).
     if (!mountsUnder(slot.dir).length) rmSync(slot.dir, { recursive: true, force: true });
     const vm: Vm = {
-      spec, proc: slot.launched.proc, initPid: slot.launched.initPid, status: 'running', bridge: slot.bridge, bridgeSockets: slot.bridgeSockets, ...sockets,
+      spec, proc: slot.launched.proc, initPid: slot.launched.initPid, initStart: slot.launched.initStart, status: 'running', bridge: slot.bridge, bridgeSockets: slot.bridgeSockets, ...sockets,
       expectedExit: false, exited: slot.launched.exited, execSeq: 0, loop: slot.loop, uid: slot.uid,
     };
     this.#running(vm);
@@ -893,7 +898,7 @@ export class ProcessDriver implements HostDriver {
       this.#cgroups.create(name, { cpus: 1, memoryMib: 64, pidsMax: 64 });
       mover = startMountMover(dir, SLOT_MOUNTS);
       const launched = await this.#launch(dir, name, uid);
-      const entry: SpareEntry = { child: this.#spawnLauncher(launched.initPid), timer: null };
+      const entry: SpareEntry = { child: this.#spawnLauncher(launched.initPid, launched.initStart), timer: null };
       const slot: Slot = { name, dir, uid, gib, loop, launched, ...bridged, mover, entry, onExit: () => {} };
       slot.onExit = () => {
         const at = this.#slots.indexOf(slot);
@@ -1184,8 +1189,8 @@ export class ProcessDriver implements HostDriver {
   }
 
   /** An enter launcher into the sandbox whose first process is `initPid` (enter.ts): it waits for its payload on fd 4. */
-  #spawnLauncher(initPid: number): ChildProcess {
-    const child = spawn(PERL, ['-e', ENTER_LAUNCHER, String(initPid), String(AGENT_UID), String(AGENT_UID)], {
+  #spawnLauncher(initPid: number, initStart: number): ChildProcess {
+    const child = spawn(PERL, ['-e', ENTER_LAUNCHER, String(initPid), String(initStart), String(AGENT_UID), String(AGENT_UID)], {
       stdio: ['pipe', 'pipe', 'pipe', 'pipe', 'pipe'],
       env: { ...HOST_ENV },
       detached: true,
@@ -1213,7 +1218,7 @@ export class ProcessDriver implements HostDriver {
    */
   #armEntry(vm: Vm): void {
     if (vm.spareEntry || vm.status !== 'running' || vm.torn || this.#closed || this.#vms.get(vm.spec.id) !== vm) return;
-    const child = this.#spawnLauncher(vm.initPid);
+    const child = this.#spawnLauncher(vm.initPid, vm.initStart);
     const timer = setTimeout(() => {
       if (vm.spareEntry?.child === child) this.#dropEntry(vm);
     }, this.#spareLauncherMs);
@@ -1244,7 +1249,7 @@ export class ProcessDriver implements HostDriver {
       this.#cgroups.removeExec(id, tag);
       throw new DriverError('exec_failed', (err as Error).message);
     }
-    const child = this.#takeEntry(vm) ?? this.#spawnLauncher(vm.initPid);
+    const child = this.#takeEntry(vm) ?? this.#spawnLauncher(vm.initPid, vm.initStart);
     (child.stdio[4] as NodeJS.WritableStream).end(payload);
     const out = new OutputCollector(req);
     for (const stream of ['stdout', 'stderr'] as const) child[stream]!.on('data', (d: Buffer) => out.add(stream, d));
@@ -1322,6 +1327,14 @@ async function removeUnmounted(dir: string): Promise<void> {
   if (mountsUnder(dir).length) return;
   await rm(join(dir, 'disk.img'), { force: true });
   if (!mountsUnder(dir).length) rmSync(dir, { recursive: true, force: true });
+}
+
+/** A process's start time (clock ticks since boot, /proc/<pid>/stat field 22): with the pid, it names one process. */
+export function startTime(pid: number): number {
+  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+  const n = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[19]);
+  if (!Number.isInteger(n) || n <= 0) throw new Error(`no start time for process ${pid}`);
+  return n;
 }
 
 function sealedAt(pid: number): boolean {

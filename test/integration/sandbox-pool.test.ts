@@ -1,10 +1,10 @@
 import { expect } from 'chai';
-import { execFileSync, spawnSync } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync } from 'node:fs';
+import { execFileSync, spawn, spawnSync } from 'node:child_process';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, readlinkSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
-import { ProcessDriver } from '../../hosts/drivers/process.js';
-import { ENTER_LAUNCHER } from '../../hosts/drivers/enter.js';
+import { ProcessDriver, startTime } from '../../hosts/drivers/process.js';
+import { ENTER_LAUNCHER, HOST_ENV, PERL, enterPayload } from '../../hosts/drivers/enter.js';
 import { mountsUnder } from '../../hosts/drivers/disk-image.js';
 import { startTestService, type TestService } from '../helpers/service.js';
 import { pollUntil, sh, skipWithoutRuntime, waitState } from '../helpers/runtime.js';
@@ -258,3 +258,66 @@ describe('environments: after each exec the next one\'s launcher is started ahea
     expect(await pollUntil(() => alive(pid!), (a) => !a, 1_000)).to.equal(false);
   });
 });
+
+describe('attack: an exec\'s launcher given a pid its sandbox no longer holds (a pid reused by another process)', function () {
+  this.timeout(60_000);
+  let root: string;
+  let driver: ProcessDriver;
+  const id = 'env_00000000000000000000a11d';
+
+  before(async function () {
+    skipWithoutRuntime(this);
+    root = mkdtempSync(join(tmpdir(), 'gw-pid-reuse-'));
+    driver = new ProcessDriver({ rootDir: join(root, 'environments'), proxy: { host: '127.0.0.1', port: 9 }, hostTag: 'host_pidreuse', insecure: false, log: silentLogger, sandboxPool: 0 });
+    await driver.slotsReaped();
+    await driver.start({ id, cpus: 1, memoryMib: 256, diskGib: 1 }, { env: {}, files: {}, connections: {}, caPem: '' });
+  });
+  after(async () => {
+    if (!root) return;
+    await driver?.destroy(id).catch(() => {});
+    await driver?.close().catch(() => {});
+    for (const m of mountsUnder(root).reverse()) spawnSync('/usr/bin/umount', ['-l', m]);
+    rmSync(root, { recursive: true, force: true });
+  });
+
+  it('refused before it joins anything when the pid\'s process started at another time; the same launcher with the sandbox\'s own start time enters', async () => {
+    const uid = driver.uidOf(id)!;
+    // A process of the sandbox (any one: they share its namespaces), and its real start time.
+    const ownUserNs = readlinkSync('/proc/self/ns/user');
+    const inside = (p: number) => {
+      try {
+        return uidOf(p) === uid && readlinkSync(`/proc/${p}/ns/user`) !== ownUserNs;
+      } catch {
+        return false;
+      }
+    };
+    const pid = readdirSync('/proc').filter((p) => /^\d+$/.test(p)).map(Number).find(inside)!;
+    expect(pid, 'a process of the sandbox').to.be.a('number');
+    const start = startTime(pid);
+    const disk = join(root, 'environments', id, 'disk');
+    const wrong = await enterWith(pid, start + 1);
+    expect(wrong.status).to.equal(125);
+    expect(wrong.marker).to.equal('enter');
+    expect(wrong.stderr).to.match(/^enter: sandbox: /);
+    expect(existsSync(join(disk, 'entered')), 'nothing ran in the sandbox').to.equal(false);
+    const right = await enterWith(pid, start);
+    expect(right.status, right.stderr).to.equal(0);
+    expect(right.stdout).to.equal('in\n');
+    expect(readFileSync(join(disk, 'entered'), 'utf8')).to.equal('entered\n');
+  });
+});
+
+/** The enter launcher as the driver runs it (payload on fd 4, marker on fd 3), against `pid` said to have started at `start`. */
+function enterWith(pid: number, start: number): Promise<{ status: number | null; marker: string; stdout: string; stderr: string }> {
+  const payload = enterPayload(Buffer.from([0x06, 0, 0, 0, 0, 0, 0xff, 0x7f]), ['/bin/sh', '-c', 'echo entered > /home/agent/entered; echo in'], { PATH: '/usr/bin:/bin' }, '/home/agent');
+  const child = spawn(PERL, ['-e', ENTER_LAUNCHER, String(pid), String(start), '1000', '1000'], { stdio: ['pipe', 'pipe', 'pipe', 'pipe', 'pipe'], env: { ...HOST_ENV } });
+  let stdout = '';
+  let stderr = '';
+  let marker = '';
+  child.stdout!.on('data', (d: Buffer) => (stdout += d));
+  child.stderr!.on('data', (d: Buffer) => (stderr += d));
+  (child.stdio[3] as NodeJS.ReadableStream).on('data', (d: Buffer) => (marker += d));
+  (child.stdio[4] as NodeJS.WritableStream).end(payload);
+  child.stdin!.end();
+  return new Promise((resolve) => child.once('close', (status) => resolve({ status, marker, stdout, stderr })));
+}
