@@ -114,8 +114,10 @@ function location(url: string): { type: 'location'; url: string; origin: string 
 export async function relayViewer(ws: WebSocket, browser: EnvBrowser, targetId: string, onDone: () => void): Promise<void> {
   const session = await browser.attach(targetId);
   let closed = false;
+  // An empty address (a target mid-navigation, as when takeover loads the page afresh) is not
+  // shown: the person keeps seeing the last real one until the next arrives.
   const show = (url: string | undefined): void => {
-    if (!closed && typeof url === 'string') ws.send(JSON.stringify(location(url)));
+    if (!closed && typeof url === 'string' && url !== '') ws.send(JSON.stringify(location(url)));
   };
   show(browser.targets.get(targetId)?.url);
   const unsubscribe = browser.subscribe((e, t) => {

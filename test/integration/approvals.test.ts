@@ -67,11 +67,18 @@ describe('approvals, decisions and grants', function () {
   const decide = (id: string, body: unknown, client: ApiClient = api) => client.post(decisionPath(id), body);
 
   /** A signed callback: exact bytes, no Authorization header. */
-  // A signature decides once (issue 9): like a correct backend, give every signed decision
-  // its own t (any second within the tolerance), since identical bodies are common.
-  let signatures = 0;
+  // A signature decides once (issue 9, keyed on developer, t and body): like a correct
+  // backend, each call signs a (t, body) not signed before: the latest second at or before now that this body has not had. (A
+  // counter subtracted from now collided when the clock crossed a second between two calls.)
+  const signedBefore = new Set<string>();
+  function freshT(body: string): number {
+    let ts = nowSecs();
+    while (signedBefore.has(`${ts}\n${body}`)) ts--;
+    signedBefore.add(`${ts}\n${body}`);
+    return ts;
+  }
   function signed(id: string, body: string, opts: { secrets?: string[]; t?: number; headers?: Record<string, string> } = {}): Promise<ApiResponse> {
-    const ts = opts.t ?? nowSecs() - (signatures++ % 250);
+    const ts = opts.t ?? freshT(body);
     return t.raw('POST', decisionPath(id), {
       body,
       headers: { 'content-type': 'application/json', 'service-signature': signatureHeader(opts.secrets ?? [secret], ts, body), ...opts.headers },
