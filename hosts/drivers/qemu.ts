@@ -426,7 +426,6 @@ export class QemuDriver implements HostDriver {
       throw new DriverError('start_failed', msg.split(this.opts.rootDir).join('<environments>'));
     }
     this.opts.log.debug({ environment_id: id, restore, ms: marks }, restore ? 'resumed from a memory snapshot' : 'booted');
-    if (restore) rmSync(snapshot, { force: true });
     const vm: Vm = { proc, channel, qmp, servers, sockets, expectedExit: false, suspending: false, exited };
     this.#vms.set(id, vm);
     proc.once('exit', (code, signal) => {
@@ -435,6 +434,9 @@ export class QemuDriver implements HostDriver {
       this.#teardown(id, vm);
       if (!vm.expectedExit) for (const l of this.#exitListeners) l(id, { code, signal });
     });
+    // The restored snapshot (hundreds of MB) unlinked off the event loop, once the VM is
+    // registered (its exit is heard whatever happens meanwhile).
+    if (restore) await fsp.rm(snapshot, { force: true });
   }
 
   /** The guest's clock from the host's; new randomness mixed in and the pool reseeded. */
@@ -494,7 +496,7 @@ export class QemuDriver implements HostDriver {
     this.#starting.add(spec.id);
     try {
       await this.create(spec);
-      rmSync(join(this.#dir(spec.id), 'snapshot.zst'), { force: true });
+      await fsp.rm(join(this.#dir(spec.id), 'snapshot.zst'), { force: true });
       try {
         await this.#boot(spec, surface, false);
       } catch (err) {
@@ -641,7 +643,9 @@ export class QemuDriver implements HostDriver {
 
   async destroy(id: string): Promise<void> {
     await this.stop(id);
-    rmSync(this.#dir(id), { recursive: true, force: true });
+    // Off the event loop: a data disk and a memory snapshot are gigabytes, and unlinking them
+    // synchronously blocked everything else of the service (the proxy included) for tens of ms.
+    await fsp.rm(this.#dir(id), { recursive: true, force: true });
   }
 
   leftovers(): string[] {

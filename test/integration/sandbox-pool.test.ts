@@ -3,7 +3,7 @@ import { execFileSync, spawn, spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, readlinkSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
-import { ProcessDriver, startTime } from '../../hosts/drivers/process.js';
+import { ProcessDriver, startTime, type ProcessDriverOptions } from '../../hosts/drivers/process.js';
 import { ENTER_LAUNCHER, HOST_ENV, PERL, enterPayload } from '../../hosts/drivers/enter.js';
 import { mountsUnder } from '../../hosts/drivers/disk-image.js';
 import { startTestService, type TestService } from '../helpers/service.js';
@@ -195,28 +195,35 @@ describe('environments: a stop that lands while a slot is being destroyed', func
   });
 });
 
-describe('environments: after each exec the next one\'s launcher is started ahead (issue 29)', function () {
-  this.timeout(60_000);
-  let root: string;
-  let driver: ProcessDriver;
-  const id = 'env_0000000000000000005a4e11';
-  const run = (command: string[]) => driver.exec(id, { command, timeoutMs: 10_000, maxOutputBytes: 4096 });
-
+/**
+ * A driver of its own for the describe it is called in (a temp root, no pool), with one
+ * environment `id` started cold before its tests and everything of it gone after them.
+ */
+function driverWithEnvironment(tag: string, id: string, opts: Partial<ProcessDriverOptions> = {}): { readonly driver: ProcessDriver; readonly root: string } {
+  const w = {} as { driver: ProcessDriver; root: string };
   before(async function () {
     skipWithoutRuntime(this);
-    root = mkdtempSync(join(tmpdir(), 'gw-next-launcher-'));
-    driver = new ProcessDriver({ rootDir: join(root, 'environments'), proxy: { host: '127.0.0.1', port: 9 }, hostTag: 'host_nextlauncher', insecure: false, log: silentLogger, sandboxPool: 0, spareLauncherMs: 2500 });
-    await driver.slotsReaped();
-    await driver.start({ id, cpus: 1, memoryMib: 256, diskGib: 1 }, { env: {}, files: {}, connections: {}, caPem: '' });
+    w.root = mkdtempSync(join(tmpdir(), `gw-${tag}-`));
+    w.driver = new ProcessDriver({ rootDir: join(w.root, 'environments'), proxy: { host: '127.0.0.1', port: 9 }, hostTag: `host_${tag.replace(/-/g, '')}`, insecure: false, log: silentLogger, sandboxPool: 0, ...opts });
+    await w.driver.slotsReaped();
+    await w.driver.start({ id, cpus: 1, memoryMib: 256, diskGib: 1 }, { env: {}, files: {}, connections: {}, caPem: '' });
   });
   after(async () => {
-    if (!root) return;
-    await driver?.close().catch(() => {});
-    await driver?.destroy(id).catch(() => {});
-    for (const m of mountsUnder(root).reverse()) spawnSync('/usr/bin/umount', ['-l', m]);
-    rmSync(root, { recursive: true, force: true });
+    if (!w.root) return;
+    await w.driver?.destroy(id).catch(() => {});
+    await w.driver?.close().catch(() => {});
+    for (const m of mountsUnder(w.root).reverse()) spawnSync('/usr/bin/umount', ['-l', m]);
+    rmSync(w.root, { recursive: true, force: true });
   });
-  const waiting = () => spareLaunchers().filter((l) => uidOf(l.target) === driver.uidOf(id)).map((l) => l.pid);
+  return w;
+}
+
+describe('environments: after each exec the next one\'s launcher is started ahead (issue 29)', function () {
+  this.timeout(60_000);
+  const id = 'env_0000000000000000005a4e11';
+  const w = driverWithEnvironment('next-launcher', id, { spareLauncherMs: 2500 });
+  const run = (command: string[]) => w.driver.exec(id, { command, timeoutMs: 10_000, maxOutputBytes: 4096 });
+  const waiting = () => spareLaunchers().filter((l) => uidOf(l.target) === w.driver.uidOf(id)).map((l) => l.pid);
 
   it('none before the first exec of a cold start; after an exec one waits, and the next exec takes it (another waits then)', async () => {
     expect(waiting()).to.deep.equal([]);
@@ -243,10 +250,10 @@ describe('environments: after each exec the next one\'s launcher is started ahea
   it('a suspended environment holds none (it is outside the frozen cgroup); after resume an exec works', async () => {
     await run(['true']);
     expect(await pollUntil(waiting, (w) => w.length > 0, 2_000)).to.have.length(1);
-    await driver.suspend(id);
+    await w.driver.suspend(id);
     // Well within its 2.5 s of waiting: the suspend ended it, not its time.
     expect(await pollUntil(() => waiting(), (w) => w.length === 0, 1_000)).to.deep.equal([]);
-    await driver.resume(id);
+    await w.driver.resume(id);
     expect((await run(['echo', 'back'])).stdout.toString()).to.equal('back\n');
   });
 
@@ -254,34 +261,18 @@ describe('environments: after each exec the next one\'s launcher is started ahea
     await run(['true']);
     const [pid] = await pollUntil(waiting, (w) => w.length > 0, 2_000);
     expect(pid).to.be.a('number');
-    await driver.stop(id);
+    await w.driver.stop(id);
     expect(await pollUntil(() => alive(pid!), (a) => !a, 1_000)).to.equal(false);
   });
 });
 
 describe('attack: an exec\'s launcher given a pid its sandbox no longer holds (a pid reused by another process)', function () {
   this.timeout(60_000);
-  let root: string;
-  let driver: ProcessDriver;
   const id = 'env_00000000000000000000a11d';
-
-  before(async function () {
-    skipWithoutRuntime(this);
-    root = mkdtempSync(join(tmpdir(), 'gw-pid-reuse-'));
-    driver = new ProcessDriver({ rootDir: join(root, 'environments'), proxy: { host: '127.0.0.1', port: 9 }, hostTag: 'host_pidreuse', insecure: false, log: silentLogger, sandboxPool: 0 });
-    await driver.slotsReaped();
-    await driver.start({ id, cpus: 1, memoryMib: 256, diskGib: 1 }, { env: {}, files: {}, connections: {}, caPem: '' });
-  });
-  after(async () => {
-    if (!root) return;
-    await driver?.destroy(id).catch(() => {});
-    await driver?.close().catch(() => {});
-    for (const m of mountsUnder(root).reverse()) spawnSync('/usr/bin/umount', ['-l', m]);
-    rmSync(root, { recursive: true, force: true });
-  });
+  const w = driverWithEnvironment('pid-reuse', id);
 
   it('refused before it joins anything when the pid\'s process started at another time; the same launcher with the sandbox\'s own start time enters', async () => {
-    const uid = driver.uidOf(id)!;
+    const uid = w.driver.uidOf(id)!;
     // A process of the sandbox (any one: they share its namespaces), and its real start time.
     const ownUserNs = readlinkSync('/proc/self/ns/user');
     const inside = (p: number) => {
@@ -294,7 +285,7 @@ describe('attack: an exec\'s launcher given a pid its sandbox no longer holds (a
     const pid = readdirSync('/proc').filter((p) => /^\d+$/.test(p)).map(Number).find(inside)!;
     expect(pid, 'a process of the sandbox').to.be.a('number');
     const start = startTime(pid);
-    const disk = join(root, 'environments', id, 'disk');
+    const disk = join(w.root, 'environments', id, 'disk');
     const wrong = await enterWith(pid, start + 1);
     expect(wrong.status).to.equal(125);
     expect(wrong.marker).to.equal('enter');
