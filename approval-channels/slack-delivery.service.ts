@@ -1,4 +1,5 @@
 import { randomBytes } from 'node:crypto';
+import { claimLoop } from '../lib/claim-loop.js';
 import type { Clock } from '../lib/clock.js';
 import { newId } from '../lib/ids.js';
 import type { Logger } from '../lib/log.js';
@@ -71,11 +72,7 @@ export function createSlackDeliveryService(deps: SlackDeliveryDeps) {
   const shutdown = new AbortController();
   let started = false;
   let closed = false;
-  let pumping: Promise<void> | null = null;
-  let again = false;
   let unsubscribe: (() => void) | null = null;
-  let wakeTimer: NodeJS.Timeout | null = null;
-  let wakeAt = Infinity;
 
   async function claimAndStart(): Promise<void> {
     for (let round = 0; round < 20 && !closed; round++) {
@@ -99,40 +96,15 @@ export function createSlackDeliveryService(deps: SlackDeliveryDeps) {
     }
   }
 
-  function pump(): Promise<void> {
-    if (closed || !started) return Promise.resolve();
-    if (pumping) {
-      again = true;
-      return pumping;
-    }
-    pumping = (async () => {
-      try {
-        do {
-          again = false;
-          await claimAndStart();
-        } while (again && !closed);
-      } catch (err) {
-        log.error({ err }, 'slack: claiming due cards failed; the sweep will try again');
-      } finally {
-        pumping = null;
-      }
-    })();
-    return pumping;
-  }
-
-  /** A timer for a retry due soon (the sweep covers the rest). */
-  function wakeAtTime(atMs: number): void {
-    const delay = atMs - clock.nowMs();
-    if (closed || delay > 10 * MINUTE || atMs >= wakeAt) return;
-    if (wakeTimer) clearTimeout(wakeTimer);
-    wakeAt = atMs;
-    wakeTimer = setTimeout(() => {
-      wakeTimer = null;
-      wakeAt = Infinity;
-      void pump();
-    }, Math.max(0, delay) + 5);
-    wakeTimer.unref();
-  }
+  // A retry due within 10 minutes gets a timer of this process's; the sweep job covers the
+  // rest, and a pass that failed.
+  const loop = claimLoop({
+    pass: claimAndStart,
+    onError: (err) => log.error({ err }, 'slack: claiming due cards failed; the sweep will try again'),
+    clock,
+    maxLocalWakeMs: 10 * MINUTE,
+  });
+  const pump = loop.pump;
 
   async function record(card: SlackCardRow, method: string, attemptedAt: number, r: SlackCallResult): Promise<void> {
     await slackCardsStore.logDelivery(db, {
@@ -145,7 +117,7 @@ export function createSlackDeliveryService(deps: SlackDeliveryDeps) {
     const attempts = card.attempts + 1;
     const next = nextCardAttemptAt(card.changed_at, attempts, clock.nowMs(), retryAfterSecs);
     await slackCardsStore.failed(db, card.approval_id, token, { attempts, next, error, version: card.version });
-    if (next !== null) wakeAtTime(next);
+    if (next !== null) loop.wakeAt(next);
     else log.warn({ approval_id: card.approval_id, error }, 'slack: the card could not be brought up to date within 24 hours; giving up');
   }
 
@@ -192,6 +164,7 @@ export function createSlackDeliveryService(deps: SlackDeliveryDeps) {
     start(): void {
       if (started || closed) return;
       started = true;
+      loop.start();
       unsubscribe = onSlackCardDue(() => void pump());
       void pump();
     },
@@ -214,9 +187,9 @@ export function createSlackDeliveryService(deps: SlackDeliveryDeps) {
       if (closed) return;
       closed = true;
       unsubscribe?.();
-      if (wakeTimer) clearTimeout(wakeTimer);
+      const stopped = loop.stop();
       shutdown.abort(new Error('slack delivery stopped'));
-      await pumping;
+      await stopped;
       await Promise.allSettled([...inFlight.values()]);
     },
   };

@@ -1,5 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { setMaxListeners } from 'node:events';
+import { claimLoop } from '../lib/claim-loop.js';
 import type { Clock } from '../lib/clock.js';
 import { iso } from '../lib/clock.js';
 import { newId } from '../lib/ids.js';
@@ -131,14 +132,8 @@ export function createWebhookDeliveryService(deps: DeliveryDeps, opts: DeliveryO
   let started = false;
   let closed = false;
   let unsubscribe: (() => void) | null = null;
-  /** A claim pass is running; `again` asks it to make one more round. */
-  let pumping: Promise<void> | null = null;
-  let again = false;
   /** The last pass left due work behind (caps reached): a freed slot should claim again. */
   let backlog = false;
-  let wakeTimer: NodeJS.Timeout | null = null;
-  let retryTimer: NodeJS.Timeout | null = null;
-  let wakeAt = Infinity;
 
   const developersAtCap = (): string[] => [...perDeveloper].filter(([, n]) => n >= maxPerDeveloper).map(([d]) => d);
 
@@ -325,21 +320,7 @@ export function createWebhookDeliveryService(deps: DeliveryDeps, opts: DeliveryO
       log.warn({ event_id: row.id, status: now?.status, mine: token, holder: now?.lock_token ?? null, locked_until: now?.locked_until }, 'webhooks: the lease on this event moved on during the attempt; its outcome was logged but not applied');
     }
     if (result.ok) stats.delivered++;
-    if (delivery.next_attempt_at !== null) wakeAtTime(delivery.next_attempt_at);
-  }
-
-  /** A timer for the earliest retry this process knows of (the sweep covers the rest). */
-  function wakeAtTime(atMs: number): void {
-    const delay = atMs - clock.nowMs();
-    if (closed || delay > MAX_LOCAL_WAKE_MS || atMs >= wakeAt) return;
-    if (wakeTimer) clearTimeout(wakeTimer);
-    wakeAt = atMs;
-    wakeTimer = setTimeout(() => {
-      wakeTimer = null;
-      wakeAt = Infinity;
-      void pump();
-    }, Math.max(0, delay) + 5);
-    wakeTimer.unref();
+    if (delivery.next_attempt_at !== null) loop.wakeAt(delivery.next_attempt_at);
   }
 
   /**
@@ -347,35 +328,19 @@ export function createWebhookDeliveryService(deps: DeliveryDeps, opts: DeliveryO
    * (its skip list and free count may predate this slot; one more round settles it).
    */
   function slotFreed(): void {
-    if (!closed && (backlog || pumping)) void pump();
+    if (!closed && (backlog || loop.running)) void pump();
   }
 
-  /** Runs a claim pass now, or asks the running one for another round; resolves when the pass ends. */
-  function pump(): Promise<void> {
-    if (closed || !started) return Promise.resolve();
-    if (pumping) {
-      again = true;
-      return pumping;
-    }
-    pumping = (async () => {
-      try {
-        do {
-          again = false;
-          await claimAndStart();
-        } while (again && !closed);
-      } catch (err) {
-        log.error({ err }, 'webhooks: claiming due events failed; trying again in a second');
-        retryTimer ??= setTimeout(() => {
-          retryTimer = null;
-          void pump();
-        }, 1_000);
-        retryTimer.unref();
-      } finally {
-        pumping = null;
-      }
-    })();
-    return pumping;
-  }
+  // A retry due within MAX_LOCAL_WAKE_MS gets a timer of this process's (the sweep covers the
+  // rest); a pass that failed is tried again a second later.
+  const loop = claimLoop({
+    pass: claimAndStart,
+    onError: (err) => log.error({ err }, 'webhooks: claiming due events failed; trying again in a second'),
+    retryAfterErrorMs: 1_000,
+    clock,
+    maxLocalWakeMs: MAX_LOCAL_WAKE_MS,
+  });
+  const pump = loop.pump;
 
   function toDelivery(r: DeliveryRow & { event_type: string | null }): WebhookDelivery {
     return {
@@ -397,6 +362,7 @@ export function createWebhookDeliveryService(deps: DeliveryDeps, opts: DeliveryO
     start(): void {
       if (started || closed) return;
       started = true;
+      loop.start();
       unsubscribe = onEnqueued(() => {
         void pump();
       });
@@ -456,10 +422,9 @@ export function createWebhookDeliveryService(deps: DeliveryDeps, opts: DeliveryO
       if (closed) return;
       closed = true;
       unsubscribe?.();
-      if (wakeTimer) clearTimeout(wakeTimer);
-      if (retryTimer) clearTimeout(retryTimer);
+      const stopped = loop.stop();
       shutdown.abort(new Error('webhook delivery stopped'));
-      await pumping;
+      await stopped;
       await Promise.allSettled([...inFlight.values()]);
       await sender.close();
     },
