@@ -15,6 +15,7 @@ import { DiskImages, IMAGE_MOUNT_OPTIONS, findDiskTools, mountsUnder, run } from
 import { mountAll, startMountMover, type MountMover, type MountOp } from './mounts.js';
 import { ENTER_LAUNCHER, HOST_ENV, PERL, START_LAUNCHER, enterPayload } from './enter.js';
 import { sandboxFilter } from './seccomp.js';
+import { Spawner, type Helper } from './spawner.js';
 import {
   DATA_DISK, DriverError, type ExecRequest, type ExecResult, type HostCapabilities, type HostDriver, type Surface, type VmSpec, type VmStatus,
 } from '../driver.js';
@@ -86,6 +87,12 @@ export interface ProcessDriverOptions {
   favorDynmods?: boolean;
   /** How long an enter launcher started ahead waits unused before it ends (SPARE_ENTRY_MS; tests shorten it). */
   spareLauncherMs?: number;
+  /**
+   * Exec launchers started by the resident spawner (spawner.ts), not by the service's own
+   * spawn (which stops the service's event loop for its fork: ~40 µs per MiB of its RSS).
+   * Default true; a spawner that fails falls back to the service's own spawn.
+   */
+  residentSpawner?: boolean;
   log: Logger;
 }
 
@@ -131,7 +138,7 @@ interface Vm {
 
 /** An enter launcher started ahead: it waits on fd 4, outside every environment's cgroups, joining nothing until its payload. */
 interface SpareEntry {
-  child: ChildProcess;
+  child: Helper;
   timer: NodeJS.Timeout | null;
 }
 
@@ -271,6 +278,7 @@ export class ProcessDriver implements HostDriver {
   readonly #reaped: Promise<void>;
   readonly #poolSize: number;
   #closed = false;
+  #spawner: Spawner | null = null;
   /** Slot destructions under way (#destroySlot), awaited by close(). */
   readonly #destroying = new Set<Promise<void>>();
 
@@ -898,7 +906,7 @@ export class ProcessDriver implements HostDriver {
       this.#cgroups.create(name, { cpus: 1, memoryMib: 64, pidsMax: 64 });
       mover = startMountMover(dir, SLOT_MOUNTS);
       const launched = await this.#launch(dir, name, uid);
-      const entry: SpareEntry = { child: this.#spawnLauncher(launched.initPid, launched.initStart), timer: null };
+      const entry: SpareEntry = { child: await this.#launcher(launched.initPid, launched.initStart), timer: null };
       const slot: Slot = { name, dir, uid, gib, loop, launched, ...bridged, mover, entry, onExit: () => {} };
       slot.onExit = () => {
         const at = this.#slots.indexOf(slot);
@@ -1188,20 +1196,32 @@ export class ProcessDriver implements HostDriver {
     return this.#cgroups.stats(id);
   }
 
-  /** An enter launcher into the sandbox whose first process is `initPid` (enter.ts): it waits for its payload on fd 4. */
-  #spawnLauncher(initPid: number, initStart: number): ChildProcess {
-    const child = spawn(PERL, ['-e', ENTER_LAUNCHER, String(initPid), String(initStart), String(AGENT_UID), String(AGENT_UID)], {
-      stdio: ['pipe', 'pipe', 'pipe', 'pipe', 'pipe'],
-      env: { ...HOST_ENV },
-      detached: true,
-    });
+  /**
+   * An enter launcher into the sandbox whose first process is `initPid` (enter.ts): it waits
+   * for its payload on fd 4. Started by the resident spawner, or by the service itself when
+   * the spawner is off or failed.
+   */
+  async #launcher(initPid: number, initStart: number): Promise<Helper> {
+    const args = ['-e', ENTER_LAUNCHER, String(initPid), String(initStart), String(AGENT_UID), String(AGENT_UID)];
+    if (this.opts.residentSpawner !== false && !this.#closed) {
+      try {
+        this.#spawner ??= new Spawner({ ...HOST_ENV });
+        const child = await this.#spawner.spawn(PERL, args, { n: 5, env: { ...HOST_ENV }, detached: true });
+        for (const s of child.stdio) s?.on('error', () => {});
+        child.on('error', () => {});
+        return child;
+      } catch (err) {
+        this.opts.log.warn({ err: this.#scrub((err as Error).message) }, 'the resident spawner failed; an exec launcher is started by the service itself');
+      }
+    }
+    const child = spawn(PERL, args, { stdio: ['pipe', 'pipe', 'pipe', 'pipe', 'pipe'], env: { ...HOST_ENV }, detached: true });
     (child.stdio[4] as NodeJS.WritableStream).on('error', () => {});
     child.on('error', () => {});
-    return child;
+    return child as unknown as Helper;
   }
 
   /** The launcher started ahead, if it is still waiting (taken: no one else gets it). */
-  #takeEntry(vm: Vm): ChildProcess | null {
+  #takeEntry(vm: Vm): Helper | null {
     const spare = vm.spareEntry;
     vm.spareEntry = null;
     if (!spare) return null;
@@ -1216,9 +1236,12 @@ export class ProcessDriver implements HostDriver {
    * the next exec's payload, joined to nothing, and ends unused after SPARE_ENTRY_MS, at
    * suspend, or with the sandbox (#teardown). One at most per environment.
    */
-  #armEntry(vm: Vm): void {
-    if (vm.spareEntry || vm.status !== 'running' || vm.torn || this.#closed || this.#vms.get(vm.spec.id) !== vm) return;
-    const child = this.#spawnLauncher(vm.initPid, vm.initStart);
+  async #armEntry(vm: Vm): Promise<void> {
+    const wanted = (): boolean => !vm.spareEntry && vm.status === 'running' && !vm.torn && !this.#closed && this.#vms.get(vm.spec.id) === vm;
+    if (!wanted()) return;
+    const child = await this.#launcher(vm.initPid, vm.initStart);
+    // The environment may have moved on while it started (suspended, stopped, another armed).
+    if (!wanted()) return endEntry({ child, timer: null });
     const timer = setTimeout(() => {
       if (vm.spareEntry?.child === child) this.#dropEntry(vm);
     }, this.#spareLauncherMs);
@@ -1249,7 +1272,7 @@ export class ProcessDriver implements HostDriver {
       this.#cgroups.removeExec(id, tag);
       throw new DriverError('exec_failed', (err as Error).message);
     }
-    const child = this.#takeEntry(vm) ?? this.#spawnLauncher(vm.initPid, vm.initStart);
+    const child = this.#takeEntry(vm) ?? (await this.#launcher(vm.initPid, vm.initStart));
     (child.stdio[4] as NodeJS.WritableStream).end(payload);
     const out = new OutputCollector(req);
     for (const stream of ['stdout', 'stderr'] as const) child[stream]!.on('data', (d: Buffer) => out.add(stream, d));
@@ -1284,7 +1307,7 @@ export class ProcessDriver implements HostDriver {
     // The next exec's launcher starts once this one's answer is on its way: Node's spawn (the
     // event loop blocked 4-7 ms on a small VM) and Perl's start are then off both execs' paths
     // (an agent's next command comes after its model has read this one's output).
-    if (!marker) setImmediate(() => this.#armEntry(vm));
+    if (!marker) setImmediate(() => void this.#armEntry(vm).catch(() => {}));
     if (marker === 'notfound') throw new DriverError('exec_failed', `command not found in the environment: ${req.command[0]}`);
     if (marker === 'cwd') throw new DriverError('exec_failed', `cwd does not exist in the environment: ${req.cwd}`);
     if (marker === 'enter') throw new DriverError('guest_unavailable', 'the environment could not be entered');
@@ -1302,6 +1325,7 @@ export class ProcessDriver implements HostDriver {
 
   async close(): Promise<void> {
     this.#closed = true;
+    this.#spawner?.close();
     if (this.#refillTimer) clearTimeout(this.#refillTimer);
     await this.#filling;
     const slots = this.#slots.splice(0);

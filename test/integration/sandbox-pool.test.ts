@@ -124,6 +124,11 @@ function uidOf(pid: number): number | null {
   }
 }
 
+function parentOf(pid: number): number {
+  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+  return Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
+}
+
 function alive(pid: number): boolean {
   try {
     const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
@@ -239,6 +244,14 @@ describe('environments: after each exec the next one\'s launcher is started ahea
     expect(next[0]).to.not.equal(first);
   });
 
+  it('it is started by the resident spawner, not by the service (whose fork would stop its event loop ~40 µs per MiB of its RSS)', async () => {
+    const [pid] = await pollUntil(waiting, (w) => w.length > 0, 2_000);
+    const parent = parentOf(pid!);
+    expect(parent).to.not.equal(process.pid);
+    expect(parentOf(parent), 'the spawner is the service\'s child').to.equal(process.pid);
+    expect(readFileSync(`/proc/${parent}/cmdline`, 'utf8').split('\0')[1]).to.equal('-e');
+  });
+
   it('unused, it ends after its time (spareLauncherMs); the next exec starts its own and works', async () => {
     const [pid] = waiting();
     expect(pid).to.be.a('number');
@@ -263,6 +276,19 @@ describe('environments: after each exec the next one\'s launcher is started ahea
     expect(pid).to.be.a('number');
     await w.driver.stop(id);
     expect(await pollUntil(() => alive(pid!), (a) => !a, 1_000)).to.equal(false);
+  });
+});
+
+describe('environments: exec with the resident spawner off (the service spawns its launchers itself)', function () {
+  this.timeout(60_000);
+  const id = 'env_0000000000000000005a4e12';
+  const w = driverWithEnvironment('no-spawner', id, { residentSpawner: false });
+
+  it('execs work, and the launcher waiting for the next one is the service\'s own child', async () => {
+    const r = await w.driver.exec(id, { command: ['sh', '-c', 'echo ok; id -u'], timeoutMs: 10_000, maxOutputBytes: 4096 });
+    expect(r.stdout.toString()).to.equal('ok\n1000\n');
+    const [pid] = await pollUntil(() => spareLaunchers().filter((l) => uidOf(l.target) === w.driver.uidOf(id)).map((l) => l.pid), (x) => x.length > 0, 2_000);
+    expect(parentOf(pid!)).to.equal(process.pid);
   });
 });
 
