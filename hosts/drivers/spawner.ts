@@ -3,7 +3,7 @@ import { EventEmitter } from 'node:events';
 import type { Socket } from 'node:net';
 
 /**
- * The resident spawner (docs/performance.md, "Node's `spawn` blocks the service ... the resident spawner"): Node's
+ * The resident spawner (docs/performance.md, the section on Node's `spawn`): Node's
  * `spawn` returns only after libuv's fork(), which copies the page tables of the whole
  * service (~40 µs per MiB of its RSS on a 2-core VM: 7-9 ms at the gateway's 200-250 MiB,
  * during which no request of the proxy is served). This small Node child of the service
