@@ -62,8 +62,8 @@ class RemoteHelper extends EventEmitter implements Helper {
   constructor(readonly n: number) {
     super();
     this.stdio = Array.from({ length: n }, () => null);
-    // As ChildProcess: 'close' once it exited and every stdio pipe but stdin closed.
-    this.#closesNeeded = 1 + (n - 1);
+    // As ChildProcess: 'close' once it exited (1) and every stdio pipe but stdin closed (n - 1).
+    this.#closesNeeded = n;
   }
 
   get stdin(): Socket | null {
@@ -93,6 +93,15 @@ class RemoteHelper extends EventEmitter implements Helper {
   #closed(): void {
     if (--this.#closesNeeded === 0) this.emit('close', this.exitCode, this.signalCode);
   }
+}
+
+/** What the spawner says of a helper: its pid, one of its pipes (with the socket), its exit, or why it could not start. */
+interface SpawnerMessage {
+  id: number;
+  pid?: number;
+  fd?: number;
+  exit?: [number | null, NodeJS.Signals | null];
+  error?: string;
 }
 
 interface Pending {
@@ -139,7 +148,7 @@ export class Spawner {
     // It never keeps the service up: it ends when the service's end closes its channel.
     proc.unref();
     proc.channel?.unref();
-    proc.on('message', (m: { id: number; pid?: number; fd?: number; exit?: [number | null, NodeJS.Signals | null]; error?: string }, socket?: Socket) => this.#message(m, socket));
+    proc.on('message', (m: SpawnerMessage, socket?: Socket) => this.#message(m, socket));
     proc.once('exit', () => {
       if (this.#proc === proc) this.#proc = null;
       // What it was starting failed. What it started may go on, but its exit will not be
@@ -157,7 +166,7 @@ export class Spawner {
     return proc;
   }
 
-  #message(m: { id: number; pid?: number; fd?: number; exit?: [number | null, NodeJS.Signals | null]; error?: string }, socket?: Socket): void {
+  #message(m: SpawnerMessage, socket?: Socket): void {
     const p = this.#starting.get(m.id);
     if (m.error !== undefined) return this.#fail(m.id, new Error(m.error));
     if (m.pid !== undefined && p) {
