@@ -26,8 +26,12 @@
  * uid, read 1.5 s after the environment's first lease was released (the browser running,
  * its spare context and blank page ready, no lease); and of each idle pool slot (its uid in
  * the slot range) at the end, the pool refilled: what the pool costs.
+ *
+ * CPU of the browser per later lease: its cgroup's usage (every process, exited renderers
+ * included) and its browser process's, before and after each series, divided by the leases.
+ * Back to back, this is what bounds a lease on 2 cores (docs/performance.md).
  */
-import { mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { startFakeUpstream } from '../../test/helpers/upstream.js';
@@ -72,6 +76,33 @@ function browserUids(environmentId?: string): number[] {
     } catch { /* gone */ }
   }
   return [...out];
+}
+
+/**
+ * The CPU an environment's browser has used, in ms: all its processes, exited ones included
+ * (its cgroup's cpu.stat), and its browser process alone (the one Chromium process without a
+ * --type: its UI thread makes every context and page). Null when it cannot be read.
+ */
+function browserCpuMs(environmentId: string): { all: number; main: number } | null {
+  for (const p of readdirSync('/proc')) {
+    if (!/^\d+$/.test(p)) continue;
+    try {
+      const uid = Number(/^Uid:\s+(\d+)/m.exec(readFileSync(`/proc/${p}/status`, 'utf8'))?.[1]);
+      if (uid < 1_100_000 || uid >= SLOT_UID_BASE + SLOT_UID_RANGE) continue;
+      const cgroup = /^0::(.*)$/m.exec(readFileSync(`/proc/${p}/cgroup`, 'utf8'))?.[1];
+      if (!cgroup?.includes(environmentId)) continue;
+      const cmd = readFileSync(`/proc/${p}/cmdline`, 'utf8').split('\0');
+      if (!cmd[0]?.includes('chromium') || cmd.some((a) => a.startsWith('--type='))) continue;
+      const own = readFileSync(`/proc/${p}/stat`, 'utf8');
+      const f = own.slice(own.lastIndexOf(')') + 2).split(' ');
+      // cgroup v2: the unified tree (mounted at /sys/fs/cgroup, or beside the v1 trees at unified/).
+      const stat = [`/sys/fs/cgroup${cgroup}/cpu.stat`, `/sys/fs/cgroup/unified${cgroup}/cpu.stat`].find((file) => existsSync(file));
+      if (!stat) return null;
+      const usage = Number(/^usage_usec (\d+)$/m.exec(readFileSync(stat, 'utf8'))?.[1]);
+      return { all: usage / 1000, main: ((Number(f[11]) + Number(f[12])) * 1000) / 100 }; // utime + stime, in 1/100 s (USER_HZ)
+    } catch { /* gone */ }
+  }
+  return null;
 }
 
 /** Until the pool is full (slot uids alive: as many as the pool's size), at most 60 s. */
@@ -145,19 +176,23 @@ for (let i = 0; i < COLD; i++) {
 const warmEnv = await newEnvironment('lifecycle-warm');
 await lifecycle(warmEnv, -1); // its browser starts (not counted)
 const warm: Sample[] = [];
+const cpuWarm0 = browserCpuMs(warmEnv);
 for (let i = 0; i < WARM; i++) warm.push(await lifecycle(warmEnv, i));
+const cpuWarm1 = browserCpuMs(warmEnv);
 const paced: Sample[] = [];
 for (let i = 0; i < PACED; i++) {
   await new Promise((r) => setTimeout(r, 1000));
   paced.push(await lifecycle(warmEnv, WARM + i));
 }
+const cpuPaced1 = browserCpuMs(warmEnv);
 const loadAfter = loadavg();
 if (process.env.BENCH_RUNS_JSON) writeFileSync(process.env.BENCH_RUNS_JSON, JSON.stringify({ cold, coldEnvs, warm, paced, lines: gw.lines }));
 await destroy(warmEnv);
 // The pool's cost: each idle slot, the pool full again (every browser of an environment is gone).
 await poolFilled(POOL_SIZE);
 await new Promise((r) => setTimeout(r, 1500));
-const slots = browserUids().filter((u) => u >= SLOT_UID_BASE).map((u) => pssOfUid(u));
+// A slot uid whose last process ended between the listing and the reading has nothing to count.
+const slots = browserUids().filter((u) => u >= SLOT_UID_BASE).map((u) => pssOfUid(u)).filter((m) => m.procs > 0);
 const trace = readTrace(gw.traceFile);
 await gw.stop();
 await up.close();
@@ -178,7 +213,12 @@ console.log('| ours before, one shared browser (issue 29\'s figure) | | | | | | 
 console.log('| BaseLayer (published) | | | | | | 224 | | |');
 console.log('| Kernel (published) | | | | | | 365 | | |');
 console.log('| Browserbase (published) | | | | | | 578 | | |');
-console.log(`\nA second load of the same site in the same page (not in the total): p50 ${pct(warm.map((x) => x.reload), 50).toFixed(1)} ms warm, ${pct(cold.map((x) => x.reload), 50).toFixed(1)} ms first lease`);
+/** The browser's CPU per lease between two readings (each lease's own work and the next lease's context made at its release). */
+const perLease = (a: typeof cpuWarm0, b: typeof cpuWarm0, n: number) =>
+  a && b && n ? `${((b.all - a.all) / n).toFixed(0)} ms (its browser process alone ${((b.main - a.main) / n).toFixed(0)} ms)` : 'unreadable';
+console.log(`\nThe browser's CPU per later lease (all its processes, from its cgroup; each lease's work and the next lease's context and page, made at its release): ` +
+  `back to back ${perLease(cpuWarm0, cpuWarm1, WARM)}, 1 s apart ${perLease(cpuWarm1, cpuPaced1, PACED)}`);
+console.log(`A second load of the same site in the same page (not in the total): p50 ${pct(warm.map((x) => x.reload), 50).toFixed(1)} ms warm, ${pct(cold.map((x) => x.reload), 50).toFixed(1)} ms first lease`);
 if (slots.length) console.log(`Idle pool slots (${slots.length}): USS ${slots.map((m) => (m.ussKb / 1024).toFixed(1)).join(', ')} MiB; PSS ${slots.map((m) => (m.kb / 1024).toFixed(1)).join(', ')} MiB; ${slots.map((m) => m.procs).join(', ')} processes`);
 console.log(`Idle sandboxed browser (running, no lease, no page): USS (its own pages) p50 ${(pct(idleUssKb, 50) / 1024).toFixed(1)} MiB; PSS p50 ${(pct(idleKb, 50) / 1024).toFixed(1)} MiB (min ${(Math.min(...idleKb) / 1024).toFixed(1)}, max ${(Math.max(...idleKb) / 1024).toFixed(1)}) over ${pct(idleProcs, 50)} processes`);
 

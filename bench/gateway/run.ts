@@ -15,7 +15,9 @@
  * Loads: small GET, 1 MiB GET, 1 KiB JSON POST; each with keep-alive (a pool of
  * BENCH_CONCURRENCY connections, pipelining 1) and with a fresh connection per request
  * (a new undici dispatcher per request, so a new CONNECT tunnel and a full TLS handshake
- * with the proxy, no session resumption). Targets are INTERLEAVED: every round runs a short
+ * with the proxy, no session resumption), and "resumed": the same, every connection offering
+ * a TLS session the target issued before, as an agent's HTTPS client that keeps its sessions
+ * does (the output says whether each target resumed it). Targets are INTERLEAVED: every round runs a short
  * slice of every (load, target) cell, rotating the order, so drift and noise on this
  * 2-core machine land on every target alike; cells sum their slices.
  *
@@ -31,7 +33,7 @@
  *   --hold          BENCH_HOLD         requests held at once in the hold test (10000; 0 skips it)
  *   --targets       BENCH_TARGETS      subset of direct,raw,raw-ka,gateway
  *   --loads         BENCH_LOADS        subset of small,large,post
- *   --modes         BENCH_MODES        subset of keepalive,fresh
+ *   --modes         BENCH_MODES        subset of keepalive,fresh,resumed
  *   --profile       BENCH_PROFILE      directory: run the gateway under node --cpu-prof
  *   --json          BENCH_JSON         also write the results as JSON to this file
  *   --heap-snapshot BENCH_HEAP_SNAPSHOT  write a heap snapshot of the gateway to this file while
@@ -54,7 +56,8 @@ import { mkdirSync, mkdtempSync, rmSync, writeFileSync, readFileSync, existsSync
 import { tmpdir, cpus } from 'node:os';
 import { execFileSync } from 'node:child_process';
 import path from 'node:path';
-import { createSecureContext, type SecureContext } from 'node:tls';
+import { connect as netConnect, type Socket } from 'node:net';
+import { connect as tlsConnect, createSecureContext, type SecureContext } from 'node:tls';
 import { Agent, ProxyAgent, type Dispatcher } from 'undici';
 import knexFactory from 'knex';
 import { parseDatabaseUrl, type DbTarget } from '../../store/db.js';
@@ -75,7 +78,7 @@ const TARGETS = option('targets', 'BENCH_TARGETS', 'direct,raw,raw-ka,gateway').
 const LOADS = option('loads', 'BENCH_LOADS', 'small,large,post').split(',').filter(Boolean);
 /** The gateway runs compiled (dist/, as `npm start` runs it; built first when stale) unless --compiled=0. */
 const COMPILED = option('compiled', 'BENCH_COMPILED', '1') !== '0';
-const MODES = option('modes', 'BENCH_MODES', 'keepalive,fresh').split(',').filter(Boolean);
+const MODES = option('modes', 'BENCH_MODES', 'keepalive,fresh,resumed').split(',').filter(Boolean);
 const PROFILE = option('profile', 'BENCH_PROFILE', '');
 const JSON_OUT = option('json', 'BENCH_JSON', '');
 const COMPARE = option('compare', 'BENCH_COMPARE', '');
@@ -126,21 +129,72 @@ interface Target {
   origin: string;
   authorization: string;
   proc: Child | null;
-  /** A dispatcher; `fresh` ones are used for one request and closed. */
-  dispatcher(fresh: boolean): Dispatcher;
+  /** A dispatcher; `fresh` ones are used for one request and closed; `session`: the TLS session they offer. */
+  dispatcher(fresh: boolean, session?: Buffer): Dispatcher;
   keepAlive?: Dispatcher;
+  /** A TLS session of the target's (the "resumed" mode offers it), and whether a connection that offered it resumed. */
+  tls?: { session: Buffer; reused: boolean; protocol: string | null };
+  /** The proxy the agent's connections go through (null: direct), for tlsSession. */
+  proxy: { uri: string; token?: string } | null;
+  secureContext: SecureContext;
   /** Requests completed (any outcome), for the audit check. */
   completed: number;
 }
 
-function proxyDispatcher(uri: string, ca: SecureContext, fresh: boolean, token?: string): Dispatcher {
+function proxyDispatcher(uri: string, ca: SecureContext, fresh: boolean, token?: string, session?: Buffer): Dispatcher {
   return new ProxyAgent({
     uri,
     ...(token ? { token } : {}),
-    requestTls: { secureContext: ca } as never,
+    requestTls: { secureContext: ca, ...(session ? { session } : {}) } as never,
     connections: fresh ? 1 : CONCURRENCY,
     pipelining: 1,
   });
+}
+
+/**
+ * A TLS session for the "resumed" mode: a new connection through the target (CONNECT when it
+ * is a proxy, as the agent's connections go), its first session ticket, and whether a second
+ * connection offering that session was resumed (the target accepted its own ticket).
+ */
+async function tlsSession(t: Target): Promise<{ session: Buffer; reused: boolean; protocol: string | null }> {
+  const u = new URL(t.origin);
+  const port = Number(u.port || 443);
+  const open = async (session?: Buffer): Promise<{ session: Buffer; reused: boolean; protocol: string | null }> => {
+    let raw: Socket | undefined;
+    if (t.proxy) {
+      const p = new URL(t.proxy.uri);
+      const sock = netConnect(Number(p.port), p.hostname);
+      raw = sock;
+      await new Promise<void>((res, rej) => sock.once('connect', res).once('error', rej));
+      sock.write(`CONNECT ${u.hostname}:${port} HTTP/1.1\r\nhost: ${u.hostname}:${port}\r\n${t.proxy.token ? `proxy-authorization: ${t.proxy.token}\r\n` : ''}\r\n`);
+      const head = await new Promise<string>((res, rej) => {
+        let got = '';
+        const onData = (d: Buffer) => {
+          got += d.toString('latin1');
+          if (!got.includes('\r\n\r\n')) return;
+          sock.off('data', onData);
+          sock.pause();
+          res(got);
+        };
+        sock.on('data', onData).once('error', rej);
+      });
+      if (!/^HTTP\/1\.[01] 200/.test(head)) throw new Error(`CONNECT through ${t.name}: ${head.split('\r\n')[0]}`);
+    }
+    const s = tlsConnect({ ...(raw ? { socket: raw } : { host: u.hostname, port }), servername: u.hostname, secureContext: t.secureContext, ...(session ? { session } : {}) });
+    // The first connection waits for its ticket; the second only for its handshake (a resumed
+    // TLS 1.2 session gets no new ticket).
+    const [got] = await Promise.all([
+      session ? Promise.resolve(session) : new Promise<Buffer>((res, rej) => s.once('session', res).once('error', rej)),
+      new Promise<void>((res, rej) => s.once('secureConnect', res).once('error', rej)),
+    ]);
+    const reused = s.isSessionReused();
+    const protocol = s.getProtocol();
+    s.destroy();
+    return { session: got, reused, protocol };
+  };
+  const first = await open();
+  const second = await open(first.session);
+  return { session: first.session, reused: second.reused, protocol: second.protocol };
 }
 
 // ---- measuring -------------------------------------------------------------------------
@@ -182,12 +236,14 @@ async function once(d: Dispatcher, t: Target, load: Load): Promise<string | null
   return null;
 }
 
-async function runSlice(t: Target, load: Load, fresh: boolean, cell: Cell, upstream: Child, sliceMs = SLICE_MS): Promise<void> {
+async function runSlice(t: Target, load: Load, mode: string, cell: Cell, upstream: Child, sliceMs = SLICE_MS): Promise<void> {
+  const fresh = mode !== 'keepalive';
+  const session = mode === 'resumed' ? t.tls?.session : undefined;
   let stop = false;
   let measuring = false;
   const work = async () => {
     while (!stop) {
-      const d = fresh ? t.dispatcher(true) : t.keepAlive!;
+      const d = fresh ? t.dispatcher(true, session) : t.keepAlive!;
       const started = performance.now();
       let err: string | null;
       try {
@@ -275,7 +331,9 @@ async function gatewayEnvironment(g: Child, host: string, secret: string, rules:
 
 const fmt = (n: number, d = 0) => (Number.isFinite(n) ? n.toFixed(d) : '–');
 const ratio = (a: number, b: number | undefined) => (b && Number.isFinite(a) && b > 0 ? `${(a / b).toFixed(2)}x` : '–');
-const MODE_LABEL: Record<string, string> = { keepalive: 'keep-alive', fresh: 'fresh connection per request' };
+const MODE_LABEL: Record<string, string> = {
+  keepalive: 'keep-alive', fresh: 'fresh connection per request', resumed: 'new connection per request, TLS session resumed',
+};
 
 function summarize(c: Cell) {
   const sorted = [...c.latencies].sort((a, b) => a - b);
@@ -360,8 +418,8 @@ async function main(): Promise<void> {
   const upOrigin = `https://localhost:${upstream.info.port}`;
   if (want('direct')) {
     targets.push({
-      name: 'direct', label: 'direct (no proxy)', origin: upOrigin, authorization: `Bearer ${REAL_KEY}`, proc: null, completed: 0,
-      dispatcher: (fresh) => new Agent({ connections: fresh ? 1 : CONCURRENCY, pipelining: 1, connect: { secureContext: upCtx } as never }),
+      name: 'direct', label: 'direct (no proxy)', origin: upOrigin, authorization: `Bearer ${REAL_KEY}`, proc: null, completed: 0, proxy: null, secureContext: upCtx,
+      dispatcher: (fresh, session) => new Agent({ connections: fresh ? 1 : CONCURRENCY, pipelining: 1, connect: { secureContext: upCtx, ...(session ? { session } : {}) } as never }),
     });
   }
   for (const [name, label] of [['raw', 'raw http-mitm-proxy, keepAlive:false (default)'], ['raw-ka', 'raw http-mitm-proxy, keepAlive:true']] as const) {
@@ -369,8 +427,8 @@ async function main(): Promise<void> {
     if (!p || !want(name)) continue;
     const ctx = createSecureContext({ ca: p.info.caPem });
     targets.push({
-      name, label, origin: upOrigin, authorization: `Bearer ${REAL_KEY}`, proc: p, completed: 0,
-      dispatcher: (fresh) => proxyDispatcher(`http://127.0.0.1:${p.info.port}`, ctx, fresh),
+      name, label, origin: upOrigin, authorization: `Bearer ${REAL_KEY}`, proc: p, completed: 0, proxy: { uri: `http://127.0.0.1:${p.info.port}` }, secureContext: ctx,
+      dispatcher: (fresh, session) => proxyDispatcher(`http://127.0.0.1:${p.info.port}`, ctx, fresh, undefined, session),
     });
   }
   const gateway = byName.get('gateway');
@@ -385,8 +443,8 @@ async function main(): Promise<void> {
       const ctx = createSecureContext({ ca: env.ca });
       targets.push({
         name: 'gateway', label: `our gateway (service, ${STORE_LABEL}, swap + audit)`, origin: 'https://bench.example', authorization: `Bearer ${env.placeholder}`,
-        proc: gateway, completed: 0,
-        dispatcher: (fresh) => proxyDispatcher(env.proxyUri, ctx, fresh, env.token),
+        proc: gateway, completed: 0, proxy: { uri: env.proxyUri, token: env.token }, secureContext: ctx,
+        dispatcher: (fresh, session) => proxyDispatcher(env.proxyUri, ctx, fresh, env.token, session),
       });
     }
   }
@@ -399,8 +457,8 @@ async function main(): Promise<void> {
     const ctx = createSecureContext({ ca: env.ca });
     targets.push({
       name: 'gateway-b', label: `gateway of ${COMPARE}`, origin: 'https://bench.example', authorization: `Bearer ${env.placeholder}`,
-      proc: gatewayB, completed: 0,
-      dispatcher: (fresh) => proxyDispatcher(env.proxyUri, ctx, fresh, env.token),
+      proc: gatewayB, completed: 0, proxy: { uri: env.proxyUri, token: env.token }, secureContext: ctx,
+      dispatcher: (fresh, session) => proxyDispatcher(env.proxyUri, ctx, fresh, env.token, session),
     });
   }
   const gatewayNm = byName.get('gateway-nometrics');
@@ -412,8 +470,8 @@ async function main(): Promise<void> {
     const ctx = createSecureContext({ ca: env.ca });
     targets.push({
       name: 'gateway-nometrics', label: `our gateway, metrics off (no-op port, ${STORE_LABEL})`, origin: 'https://bench.example', authorization: `Bearer ${env.placeholder}`,
-      proc: gatewayNm, completed: 0,
-      dispatcher: (fresh) => proxyDispatcher(env.proxyUri, ctx, fresh, env.token),
+      proc: gatewayNm, completed: 0, proxy: { uri: env.proxyUri, token: env.token }, secureContext: ctx,
+      dispatcher: (fresh, session) => proxyDispatcher(env.proxyUri, ctx, fresh, env.token, session),
     });
   }
   for (const t of targets) t.keepAlive = t.dispatcher(false);
@@ -432,6 +490,7 @@ async function main(): Promise<void> {
       if (err2) throw new Error(`warm-up (fresh) ${t.name} ${load.name}: ${err2}`);
       t.completed++;
     }
+    if (MODES.includes('resumed')) t.tls = await tlsSession(t);
   }
 
   const loads = ALL_LOADS.filter((l) => LOADS.includes(l.name));
@@ -441,7 +500,7 @@ async function main(): Promise<void> {
     for (const l of loads) {
       for (const t of targets) {
         const scratch: Cell = { target: t.name, load: l.name, mode: m, ok: 0, errors: 0, errorSamples: [], ms: 0, latencies: [], proxyCpuUs: 0, upstreamCpuUs: 0, clientCpuUs: 0, maxRss: 0 };
-        await runSlice(t, l, m === 'fresh', scratch, upstream, m === 'fresh' ? 200 : 500);
+        await runSlice(t, l, m, scratch, upstream, m === 'keepalive' ? 500 : 200);
       }
     }
   }
@@ -461,7 +520,7 @@ async function main(): Promise<void> {
         s++;
         for (let i = 0; i < targets.length; i++) {
           const t = targets[(i + round + s) % targets.length]!;
-          await runSlice(t, l, m === 'fresh', cells.get(key(t.name, l.name, m))!, upstream);
+          await runSlice(t, l, m, cells.get(key(t.name, l.name, m))!, upstream);
         }
       }
     }
@@ -479,7 +538,11 @@ async function main(): Promise<void> {
     'where it dominates, requests/s ratios between proxies are bounded by it (issue 29, item 4). Ratios are requests/s. raw http-mitm-proxy with its default keepAlive:false ' +
     'answers every request with Connection: close and opens a new upstream TLS connection per request, so its keep-alive rows ' +
     'are really a new tunnel per request. "fresh" = a new undici dispatcher per request: new TCP connection, CONNECT, full TLS ' +
-    'handshake with the proxy (no session resumption).');
+    'handshake with the proxy (no session resumption). "resumed" = the same, but every connection offers one TLS session ' +
+    'the target issued before (an agent\'s HTTPS client keeps its sessions): an abbreviated handshake where the target accepts it.');
+  if (MODES.includes('resumed')) {
+    print(`TLS session resumption offered on every "resumed" connection: ${targets.map((t) => `${t.name} ${t.tls?.protocol ?? '?'} ${t.tls?.reused ? 'resumed' : 'NOT resumed (full handshakes)'}`).join('; ')}.`);
+  }
   for (const m of targets.length > 0 ? MODES : []) {
     for (const l of loads) {
       print();
@@ -561,7 +624,7 @@ async function main(): Promise<void> {
         const o = r('raw-ka', l.name, m);
         if (!g || !o) continue;
         const rest = (x: typeof g) => x.client_cpu_us_per_req + x.upstream_cpu_us_per_req;
-        const bound = m === 'fresh'
+        const bound = m !== 'keepalive'
           ? `all the machine's CPU per request: ${((rest(o) + o.proxy_cpu_us_per_req) / (rest(g) + g.proxy_cpu_us_per_req)).toFixed(2)}x, ` +
             `and a gateway that cost nothing would be ${((rest(o) + o.proxy_cpu_us_per_req) / rest(g)).toFixed(2)}x (the client spends ` +
             `${fmt(g.client_cpu_us_per_req)} µs a request)`
@@ -667,11 +730,15 @@ async function holdTest(gateway: Child): Promise<Record<string, unknown>> {
   ]);
   const before = await gateway.stats();
   if (HEAP_PROFILE) await gateway.call('heapSampling');
+  const secureContext = createSecureContext({ ca: env.ca });
   const agent = new ProxyAgent({
-    uri: env.proxyUri, token: env.token, requestTls: { secureContext: createSecureContext({ ca: env.ca }) } as never,
+    uri: env.proxyUri, token: env.token, requestTls: { secureContext } as never,
     connections: HOLD, pipelining: 1, headersTimeout: 0, bodyTimeout: 0,
   });
-  const t: Target = { name: 'hold', label: 'hold', origin: 'https://hold.example', authorization: `Bearer ${env.placeholder}`, proc: gateway, completed: 0, dispatcher: () => agent };
+  const t: Target = {
+    name: 'hold', label: 'hold', origin: 'https://hold.example', authorization: `Bearer ${env.placeholder}`, proc: gateway, completed: 0,
+    proxy: { uri: env.proxyUri, token: env.token }, secureContext, dispatcher: () => agent,
+  };
   const outcomes: Array<Promise<string | null>> = [];
   const send = (i: number): Promise<string | null> =>
     agent.request({
