@@ -1,7 +1,7 @@
 import { expect } from 'chai';
 import { Writable } from 'node:stream';
 import { createLogger } from '../../../lib/log.js';
-import { AuditBatchWriter, type AuditSink } from '../../../audit/batch-writer.js';
+import { AuditBatchWriter, ONE_MORE_TURN_BELOW, type AuditSink } from '../../../audit/batch-writer.js';
 import { sanitizeEntry, type UnchainedRow } from '../../../audit/entry.js';
 
 const PLACEHOLDER = 'svcph_00112233445566778899aabbccddeeff';
@@ -90,6 +90,28 @@ describe('audit batched writer (audit/batch-writer)', () => {
     expect(sink.attempts).to.equal(1); // started at once
     await until(() => sink.stored.length === 1);
     expect(sink.batches).to.deep.equal([1]);
+  });
+
+  it('under load, a commit waits one more turn of the event loop: the next turn\'s entries share it', async () => {
+    const sink = new FakeSink();
+    const w = new AuditBatchWriter(sink, capture().log, fast);
+    const waits = [w.commit(row(1)), w.commit(row(2))];
+    // Answers completed on the next turn (after the writer's first look at its queue).
+    setImmediate(() => waits.push(w.commit(row(3)), w.commit(row(4)), w.commit(row(5))));
+    await until(() => sink.stored.length === 5);
+    await Promise.all(waits);
+    expect(sink.batches).to.deep.equal([5]);
+  });
+
+  it('a batch already large does not wait the turn', async () => {
+    const sink = new FakeSink();
+    const w = new AuditBatchWriter(sink, capture().log, fast);
+    for (let i = 1; i <= ONE_MORE_TURN_BELOW; i++) w.enqueue(row(i));
+    await new Promise((r) => setImmediate(r));
+    expect(sink.attempts).to.equal(1); // started on the first turn
+    setImmediate(() => w.enqueue(row(ONE_MORE_TURN_BELOW + 1)));
+    await until(() => sink.stored.length === ONE_MORE_TURN_BELOW + 1);
+    expect(sink.batches).to.deep.equal([ONE_MORE_TURN_BELOW, 1]);
   });
 
   describe('commit(): the answer waits for its entry (issue 10, item 3)', () => {
