@@ -19,7 +19,7 @@ import type { UnchainedRow } from './entry.js';
  *   synchronous, nothing queues while it runs, and without this batches stayed at what one
  *   turn produced (5.8 entries at 16 requests in flight on the proxy bench; ~92 µs of
  *   BEGIN/head/COMMIT each): with it ~10, and the proxy's CPU per keep-alive request fell
- *   10–13 % with lower latency (docs/performance.md). A lone entry never waits the turn.
+ *   11–16 % with lower latency (docs/performance.md). A lone entry never waits the turn.
  * - A failed batch stays at the head of the queue, in order, and is retried with
  *   exponential backoff (retryBaseMs .. retryMaxMs) for as long as the store is down; the
  *   waiters of its entries are rejected at once (the gateway then fails closed), the entries

@@ -14,8 +14,8 @@ import { createSecureContext, rootCertificates, type SecureContext } from 'node:
  * per connection is cheaper (0.15 ms) but still needless.
  *
  * The last context made is kept and handed to the next caller asking for the same trust:
- * the service's four callers share one (each built its own: ~27 ms each with an extra CA,
- * ~80 ms of every start). A context is configuration only (its roots and extra CA; client
+ * the service's four callers share one (each built its own: ~25 ms each with an extra CA,
+ * ~75 ms of every start). A context is configuration only (its roots and extra CA; client
  * sessions are kept by each connector, not in it), so sharing it changes no check:
  * servername and checkServerIdentity stay per socket. One entry only: a process that asks
  * for many trusts (the tests, each with an upstream CA of its own) keeps none of the others.
