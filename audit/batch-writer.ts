@@ -62,6 +62,8 @@ export interface AuditWriterStats {
   queued: number;
   /** Entries written by this writer since it started. */
   written: number;
+  /** Batches it committed (written / commits: the entries a commit carried on average). */
+  commits: number;
   /** Entries refused because the queue was full or the writer closed. */
   dropped: number;
   /** Consecutive failed attempts (0 when the last one succeeded). */
@@ -120,6 +122,7 @@ export class AuditBatchWriter {
   #uncertain = false;
   #closed = false;
   #written = 0;
+  #commits = 0;
   #dropped = 0;
   #lastError: string | null = null;
   #lastFailureLog = 0;
@@ -252,7 +255,7 @@ export class AuditBatchWriter {
   }
 
   stats(): AuditWriterStats {
-    return { queued: this.#queue.length, written: this.#written, dropped: this.#dropped, failures: this.#failures, last_error: this.#lastError };
+    return { queued: this.#queue.length, written: this.#written, commits: this.#commits, dropped: this.#dropped, failures: this.#failures, last_error: this.#lastError };
   }
 
   #drop(why: 'closed' | 'queue_full'): void {
@@ -329,6 +332,7 @@ export class AuditBatchWriter {
       // end: the batch is still the head of the queue.
       this.#queue.splice(0, batch.length);
       this.#written += batch.length;
+      this.#commits += 1;
       for (const it of batch) it.waiter?.resolve();
       if (this.#failures > 0) {
         this.#log.info({ failures: this.#failures, queued: this.#queue.length }, 'audit: writing again after store failures');

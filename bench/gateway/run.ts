@@ -640,9 +640,10 @@ async function main(): Promise<void> {
   // ---- audit: one entry per gateway request ----
   if (gateway && benchEnv && want('gateway')) {
     const t = targets.find((x) => x.name === 'gateway')!;
-    const a = await gateway.call<{ entries: number; byReason: unknown[]; writer: { dropped: number } }>('audit', { environmentId: benchEnv.id });
+    const a = await gateway.call<{ entries: number; byReason: unknown[]; writer: { dropped: number; written: number; commits: number } }>('audit', { environmentId: benchEnv.id });
     checks.push(`${a.entries === t.completed ? 'MET' : 'NOT MET'}: audit entries for the gateway environment: ${a.entries} for ${t.completed} requests ` +
-      `(writer dropped ${a.writer.dropped}); by reason/status ${JSON.stringify(a.byReason)}`);
+      `(writer dropped ${a.writer.dropped}; ${a.writer.written} entries in ${a.writer.commits} commits, ` +
+      `${(a.writer.written / Math.max(1, a.writer.commits)).toFixed(1)} a commit over the whole run); by reason/status ${JSON.stringify(a.byReason)}`);
   }
   for (const t of targets) await t.keepAlive?.close();
 

@@ -78,7 +78,7 @@ describe('audit batched writer (audit/batch-writer)', () => {
     expect(sink.stored.map((r) => r.id)).to.deep.equal(Array.from({ length: 450 }, (_, i) => row(i + 1).id));
     expect(Math.max(...sink.batches)).to.be.at.most(200);
     expect(sink.batches.length).to.be.at.most(4);
-    expect(w.stats()).to.include({ queued: 0, written: 450, dropped: 0, failures: 0 });
+    expect(w.stats()).to.include({ queued: 0, written: 450, commits: sink.batches.length, dropped: 0, failures: 0 });
   });
 
   it('writes a lone entry on the next turn of the event loop, with no timer and no flush', async () => {
@@ -101,6 +101,7 @@ describe('audit batched writer (audit/batch-writer)', () => {
     await until(() => sink.stored.length === 5);
     await Promise.all(waits);
     expect(sink.batches).to.deep.equal([5]);
+    expect(w.stats()).to.include({ written: 5, commits: 1 });
   });
 
   it('a batch already large does not wait the turn', async () => {
