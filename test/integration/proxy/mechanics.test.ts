@@ -170,6 +170,34 @@ describe('gateway proxy mechanics', function () {
     expect(JSON.stringify(audit)).to.not.include(REAL);
   });
 
+  it('an agent that keeps its TLS sessions resumes one on its next tunnel (no full handshake per new connection), intercepted, swapped and audited the same', async () => {
+    const tunnel = async (session?: Buffer) => {
+      const socket = netConnect(proxy.port, '127.0.0.1');
+      await once(socket, 'connect');
+      socket.write(`CONNECT api.stripe.com:443 HTTP/1.1\r\nHost: api.stripe.com:443\r\nProxy-Authorization: Basic ${Buffer.from(`${ENV}:pw`).toString('base64')}\r\n\r\n`);
+      let head = '';
+      while (!head.includes('\r\n\r\n')) head += String((await once(socket, 'data'))[0]);
+      expect(head).to.match(/^HTTP\/1\.1 200 /);
+      const tls = tlsConnect({ socket, servername: 'api.stripe.com', ca: ca.certPem, ...(session ? { session } : {}) });
+      const ticket = new Promise<Buffer>((r) => tls.once('session', r));
+      await once(tls, 'secureConnect');
+      const reused = tls.isSessionReused();
+      let answer = '';
+      tls.on('data', (d: Buffer) => (answer += d.toString('latin1')));
+      tls.write(`GET /v1/x HTTP/1.1\r\nHost: api.stripe.com\r\nAuthorization: Bearer ${PLACEHOLDER}\r\nConnection: close\r\n\r\n`);
+      await once(tls, 'end');
+      tls.destroy();
+      return { reused, answer, ticket };
+    };
+    const first = await tunnel();
+    expect(first.reused).to.equal(false);
+    const second = await tunnel(await first.ticket);
+    expect(second.reused, 'the second tunnel resumed the first one\'s session').to.equal(true);
+    for (const t of [first, second]) expect(t.answer).to.match(/^HTTP\/1\.1 200 /);
+    await auditWritten(2);
+    expect(up.seen.map((r) => r.headers.authorization)).to.deep.equal([`Bearer ${REAL}`, `Bearer ${REAL}`]);
+  });
+
   it('swaps inside a JSON body field the secret names and keeps keep-alive working across requests', async () => {
     const a = agent();
     for (let i = 0; i < 3; i++) {
