@@ -15,6 +15,7 @@ import { createPipeline, type AuditEntry, type GatewayPorts, type PolicyDecision
 import { startGatewayProxy } from '../../../proxy/gateway-proxy.js';
 import type { Credential } from '../../../proxy/credentials.js';
 import { startFakeUpstream, type FakeUpstream } from '../../helpers/upstream.js';
+import { rawConnect } from '../../helpers/proxy-client.js';
 
 const ENV = 'env_0123456789abcdef01234567';
 const ID = { environmentId: ENV, developerId: 'dev_000000000000000000000001' };
@@ -172,11 +173,7 @@ describe('gateway proxy mechanics', function () {
 
   it('an agent that keeps its TLS sessions resumes one on its next tunnel (no full handshake per new connection), intercepted, swapped and audited the same', async () => {
     const tunnel = async (session?: Buffer) => {
-      const socket = netConnect(proxy.port, '127.0.0.1');
-      await once(socket, 'connect');
-      socket.write(`CONNECT api.stripe.com:443 HTTP/1.1\r\nHost: api.stripe.com:443\r\nProxy-Authorization: Basic ${Buffer.from(`${ENV}:pw`).toString('base64')}\r\n\r\n`);
-      let head = '';
-      while (!head.includes('\r\n\r\n')) head += String((await once(socket, 'data'))[0]);
+      const { head, socket } = await rawConnect({ proxy_url: `http://${ENV}:pw@127.0.0.1:${proxy.port}`, ca_cert_pem: ca.certPem }, 'api.stripe.com:443');
       expect(head).to.match(/^HTTP\/1\.1 200 /);
       const tls = tlsConnect({ socket, servername: 'api.stripe.com', ca: ca.certPem, ...(session ? { session } : {}) });
       const ticket = new Promise<Buffer>((r) => tls.once('session', r));
