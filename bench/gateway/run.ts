@@ -34,6 +34,11 @@
  *   --targets       BENCH_TARGETS      subset of direct,raw,raw-ka,gateway
  *   --loads         BENCH_LOADS        subset of small,large,post
  *   --modes         BENCH_MODES        subset of keepalive,fresh,resumed
+ *   --client        BENCH_CLIENT       undici (default): undici's ProxyAgent/Agent, a new one per fresh
+ *                                      request; lean: lean-client.ts (node:net + node:tls, requests
+ *                                      written and parsed by hand, as wrk would), whose own CPU per new
+ *                                      connection is a fraction of undici's, so the machine's two cores
+ *                                      go to the proxies (issue 29, item 4)
  *   --profile       BENCH_PROFILE      directory: run the gateway under node --cpu-prof
  *   --json          BENCH_JSON         also write the results as JSON to this file
  *   --heap-snapshot BENCH_HEAP_SNAPSHOT  write a heap snapshot of the gateway to this file while
@@ -62,6 +67,7 @@ import { Agent, ProxyAgent, type Dispatcher } from 'undici';
 import knexFactory from 'knex';
 import { parseDatabaseUrl, type DbTarget } from '../../store/db.js';
 import { startChild, type Child } from './ipc.js';
+import { LeanConnection, type LeanResponse } from './lean-client.js';
 
 // ---- options ---------------------------------------------------------------------------
 
@@ -79,6 +85,8 @@ const LOADS = option('loads', 'BENCH_LOADS', 'small,large,post').split(',').filt
 /** The gateway runs compiled (dist/, as `npm start` runs it; built first when stale) unless --compiled=0. */
 const COMPILED = option('compiled', 'BENCH_COMPILED', '1') !== '0';
 const MODES = option('modes', 'BENCH_MODES', 'keepalive,fresh,resumed').split(',').filter(Boolean);
+const CLIENT = option('client', 'BENCH_CLIENT', 'undici');
+if (CLIENT !== 'undici' && CLIENT !== 'lean') throw new Error(`--client is undici or lean, not ${CLIENT}`);
 const PROFILE = option('profile', 'BENCH_PROFILE', '');
 const JSON_OUT = option('json', 'BENCH_JSON', '');
 const COMPARE = option('compare', 'BENCH_COMPARE', '');
@@ -236,22 +244,46 @@ async function once(d: Dispatcher, t: Target, load: Load): Promise<string | null
   return null;
 }
 
+/** What `once` checks, of a lean client's response. */
+function leanCheck(res: LeanResponse, load: Load): string | null {
+  if (res.status !== 200) return `status ${res.status} ${res.headers['x-gateway-error'] ?? ''}`;
+  if (res.headers['x-auth'] !== 'real') return `x-auth ${res.headers['x-auth']}`;
+  if (res.bodyBytes !== load.expectBytes) return `body ${res.bodyBytes} bytes`;
+  return null;
+}
+
 async function runSlice(t: Target, load: Load, mode: string, cell: Cell, upstream: Child, sliceMs = SLICE_MS): Promise<void> {
   const fresh = mode !== 'keepalive';
   const session = mode === 'resumed' ? t.tls?.session : undefined;
   let stop = false;
   let measuring = false;
+  const request = { method: load.method, path: load.path, headers: { authorization: t.authorization, ...load.headers }, body: load.body };
   const work = async () => {
+    // --client=lean: each worker keeps its own connection (keep-alive) or opens one per request.
+    let conn: LeanConnection | null = null;
     while (!stop) {
-      const d = fresh ? t.dispatcher(true, session) : t.keepAlive!;
       const started = performance.now();
       let err: string | null;
-      try {
-        err = await once(d, t, load);
-      } catch (e) {
-        err = (e as { code?: string }).code ?? (e as Error).message;
-      } finally {
-        if (fresh) d.close().catch(() => undefined);
+      if (CLIENT === 'lean') {
+        try {
+          if (!conn || conn.closed) conn = await LeanConnection.open(t, session);
+          const res = await conn.request(request);
+          err = session && !conn.reused ? 'TLS session offered, not resumed' : leanCheck(res, load);
+          if (fresh || res.close) conn.close();
+        } catch (e) {
+          err = (e as { code?: string }).code ?? (e as Error).message;
+          conn?.close();
+        }
+        if (conn?.closed) conn = null;
+      } else {
+        const d = fresh ? t.dispatcher(true, session) : t.keepAlive!;
+        try {
+          err = await once(d, t, load);
+        } catch (e) {
+          err = (e as { code?: string }).code ?? (e as Error).message;
+        } finally {
+          if (fresh) d.close().catch(() => undefined);
+        }
       }
       t.completed++;
       if (!measuring) continue;
@@ -263,6 +295,7 @@ async function runSlice(t: Target, load: Load, mode: string, cell: Cell, upstrea
         cell.latencies.push(performance.now() - started);
       }
     }
+    conn?.close();
   };
   const workers = Array.from({ length: CONCURRENCY }, work);
   await new Promise((r) => setTimeout(r, WARMUP_MS));
@@ -531,13 +564,14 @@ async function main(): Promise<void> {
   const results = [...cells.values()].map(summarize);
   print(`## Results`);
   print();
-  print(`Node ${process.version}, ${cpus().length} cores (${cpus()[0]?.model ?? '?'}); undici ProxyAgent/Agent, pipelining 1, ` +
+  print(`Node ${process.version}, ${cpus().length} cores (${cpus()[0]?.model ?? '?'}); ` +
+    `${CLIENT === 'lean' ? 'the lean client (lean-client.ts: node:net + node:tls, one request at a time per connection)' : 'undici ProxyAgent/Agent, pipelining 1'}, ` +
     `concurrency ${CONCURRENCY}; ${ROUNDS} rounds x ${SLICE_MS} ms measured per cell (+${WARMUP_MS} ms warm-up), interleaved; ${benchSecs.toFixed(0)} s.`);
   print('proxy CPU = user+system time of the proxy process per request (the gateway process includes its API, jobs and audit writer); ' +
     'upstream CPU likewise for the upstream process; client CPU is the load generator\'s (this process), on the same cores: ' +
     'where it dominates, requests/s ratios between proxies are bounded by it (issue 29, item 4). Ratios are requests/s. raw http-mitm-proxy with its default keepAlive:false ' +
     'answers every request with Connection: close and opens a new upstream TLS connection per request, so its keep-alive rows ' +
-    'are really a new tunnel per request. "fresh" = a new undici dispatcher per request: new TCP connection, CONNECT, full TLS ' +
+    'are really a new tunnel per request. "fresh" = a new connection per request (undici: a new dispatcher): new TCP connection, CONNECT, full TLS ' +
     'handshake with the proxy (no session resumption). "resumed" = the same, but every connection offers one TLS session ' +
     'the target issued before (an agent\'s HTTPS client keeps its sessions): an abbreviated handshake where the target accepts it.');
   if (MODES.includes('resumed')) {
