@@ -134,6 +134,8 @@ interface Vm {
   uid: number;
   /** The enter launcher its pool slot started for its first exec, waiting for the exec's payload (#startSlot). */
   spareEntry?: SpareEntry | null;
+  /** The next exec's launcher while it is being started (#armEntry): an exec arriving meanwhile waits for it rather than starting its own. */
+  arming?: Promise<void> | null;
 }
 
 /** An enter launcher started ahead: it waits on fd 4, outside every environment's cgroups, joining nothing until its payload. */
@@ -1237,6 +1239,17 @@ export class ProcessDriver implements HostDriver {
    * suspend, or with the sandbox (#teardown). One at most per environment.
    */
   async #armEntry(vm: Vm): Promise<void> {
+    if (vm.arming) return;
+    const arming = this.#startEntry(vm);
+    vm.arming = arming;
+    try {
+      await arming;
+    } finally {
+      if (vm.arming === arming) vm.arming = null;
+    }
+  }
+
+  async #startEntry(vm: Vm): Promise<void> {
     const wanted = (): boolean => !vm.spareEntry && vm.status === 'running' && !vm.torn && !this.#closed && this.#vms.get(vm.spec.id) === vm;
     if (!wanted()) return;
     const child = await this.#launcher(vm.initPid, vm.initStart);
@@ -1272,6 +1285,9 @@ export class ProcessDriver implements HostDriver {
       this.#cgroups.removeExec(id, tag);
       throw new DriverError('exec_failed', (err as Error).message);
     }
+    // A launcher being started ahead is nearer than a new one (seen under load: an exec that
+    // came while it started began its own, and the one started ahead waited unused).
+    if (vm.arming) await vm.arming.catch(() => {});
     const child = this.#takeEntry(vm) ?? (await this.#launcher(vm.initPid, vm.initStart));
     (child.stdio[4] as NodeJS.WritableStream).end(payload);
     const out = new OutputCollector(req);
