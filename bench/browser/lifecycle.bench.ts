@@ -63,18 +63,22 @@ const gw = await startGateway({
 
 interface Sample { id: string; create: number; connect: number; newPage: number; load: number; reload: number; release: number; total: number; t0: number; tCreated: number }
 
-/** Host uids of the browsers (their own range and the slot range) with a live process, and those in the environment's cgroup. */
-function browserUids(environmentId?: string): number[] {
-  const out = new Set<number>();
-  for (const p of readdirSync('/proc')) {
-    if (!/^\d+$/.test(p)) continue;
+/** Live processes of the browsers (host uids in their own range or the slot range), with their uid and /proc/<pid>/cgroup. */
+function* browserProcesses(): Generator<{ pid: string; uid: number; cgroup: string }> {
+  for (const pid of readdirSync('/proc')) {
+    if (!/^\d+$/.test(pid)) continue;
     try {
-      const uid = Number(/^Uid:\s+(\d+)/m.exec(readFileSync(`/proc/${p}/status`, 'utf8'))?.[1]);
+      const uid = Number(/^Uid:\s+(\d+)/m.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1]);
       if (uid < 1_100_000 || uid >= SLOT_UID_BASE + SLOT_UID_RANGE) continue;
-      if (environmentId && !readFileSync(`/proc/${p}/cgroup`, 'utf8').includes(environmentId)) continue;
-      out.add(uid);
+      yield { pid, uid, cgroup: readFileSync(`/proc/${pid}/cgroup`, 'utf8') };
     } catch { /* gone */ }
   }
+}
+
+/** Host uids of the browsers with a live process, and those in the environment's cgroup. */
+function browserUids(environmentId?: string): number[] {
+  const out = new Set<number>();
+  for (const p of browserProcesses()) if (!environmentId || p.cgroup.includes(environmentId)) out.add(p.uid);
   return [...out];
 }
 
@@ -84,16 +88,13 @@ function browserUids(environmentId?: string): number[] {
  * --type: its UI thread makes every context and page). Null when it cannot be read.
  */
 function browserCpuMs(environmentId: string): { all: number; main: number } | null {
-  for (const p of readdirSync('/proc')) {
-    if (!/^\d+$/.test(p)) continue;
+  for (const p of browserProcesses()) {
     try {
-      const uid = Number(/^Uid:\s+(\d+)/m.exec(readFileSync(`/proc/${p}/status`, 'utf8'))?.[1]);
-      if (uid < 1_100_000 || uid >= SLOT_UID_BASE + SLOT_UID_RANGE) continue;
-      const cgroup = /^0::(.*)$/m.exec(readFileSync(`/proc/${p}/cgroup`, 'utf8'))?.[1];
+      const cgroup = /^0::(.*)$/m.exec(p.cgroup)?.[1];
       if (!cgroup?.includes(environmentId)) continue;
-      const cmd = readFileSync(`/proc/${p}/cmdline`, 'utf8').split('\0');
+      const cmd = readFileSync(`/proc/${p.pid}/cmdline`, 'utf8').split('\0');
       if (!cmd[0]?.includes('chromium') || cmd.some((a) => a.startsWith('--type='))) continue;
-      const own = readFileSync(`/proc/${p}/stat`, 'utf8');
+      const own = readFileSync(`/proc/${p.pid}/stat`, 'utf8');
       const f = own.slice(own.lastIndexOf(')') + 2).split(' ');
       // cgroup v2: the unified tree (mounted at /sys/fs/cgroup, or beside the v1 trees at unified/).
       const stat = [`/sys/fs/cgroup${cgroup}/cpu.stat`, `/sys/fs/cgroup/unified${cgroup}/cpu.stat`].find((file) => existsSync(file));
