@@ -281,7 +281,7 @@ export class ProcessDriver implements HostDriver {
   readonly #poolSize: number;
   #closed = false;
   #spawner: Spawner | null = null;
-  /** Slot destructions under way (#destroySlot), awaited by close(). */
+  /** Slot destructions (#destroySlot) and environment teardowns (#teardownOnce) under way, awaited by close(). */
   readonly #destroying = new Set<Promise<void>>();
 
   constructor(private readonly opts: ProcessDriverOptions) {
@@ -1064,8 +1064,18 @@ export class ProcessDriver implements HostDriver {
     throw new DriverError('start_failed', 'the gateway relay inside the sandbox did not start');
   }
 
+  /**
+   * close() waits for every teardown under way, as for slots: a sandbox that ended by itself
+   * (a SIGTERM to the service's whole process group reaches it first) is torn down from its
+   * exit handler, which nothing else awaits, and a service that exited before its unmounts
+   * ran would leave the disk mounted for the next start to reap.
+   */
   #teardownOnce(id: string, vm: Vm): Promise<void> {
-    vm.torn ??= this.#teardown(id, vm);
+    if (!vm.torn) {
+      const torn = this.#teardown(id, vm).finally(() => this.#destroying.delete(torn));
+      this.#destroying.add(torn);
+      vm.torn = torn;
+    }
     return vm.torn;
   }
 

@@ -200,6 +200,22 @@ describe('environments: a stop that lands while a slot is being destroyed', func
   });
 });
 
+describe('environments: a sandbox that ends by itself while the service stops', function () {
+  this.timeout(60_000);
+  const id = 'env_0000000000000000005a4e22';
+  const w = driverWithEnvironment('env-stop', id);
+
+  it('close() waits for its teardown: a SIGTERM to the whole process group kills the sandbox first, and nothing of it stays mounted', async () => {
+    const dir = join(w.root, 'environments', id);
+    expect(mountsUnder(dir).length).to.be.greaterThan(0);
+    // Its processes die (as a group SIGTERM kills them): the exit handler tears it down, and the stop follows at once.
+    spawnSync('/usr/bin/pkill', ['-KILL', '-u', String(w.driver.uidOf(id))]);
+    await pollUntil(() => w.driver.status(id), (s) => s === 'absent', 10_000, 1);
+    await w.driver.close();
+    expect(mountsUnder(dir)).to.deep.equal([]);
+  });
+});
+
 /**
  * A driver of its own for the describe it is called in (a temp root, no pool), with one
  * environment `id` started cold before its tests and everything of it gone after them.
