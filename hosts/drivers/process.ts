@@ -1360,7 +1360,9 @@ export class ProcessDriver implements HostDriver {
         slot.launched.proc.off('exit', slot.onExit);
         return this.#destroySlot(slot).catch(() => {});
       }),
-      ...[...this.#vms.keys()].map((id) => this.stop(id).catch(() => {})),
+      ...[...this.#vms.keys()].map((id) => this.stop(id).catch((err) => {
+        this.opts.log.warn({ environment_id: id, err: this.#scrub((err as Error).message) }, 'an environment could not be stopped cleanly as the host stops: the next start reaps what it left');
+      })),
     ]);
     await Promise.all([...this.#destroying].map((d) => d.catch(() => {})));
   }
