@@ -16,8 +16,8 @@
  * modulus in hex, every field), 30 % of this client's CPU per new connection in a profile,
  * a cost of Node's client, not of the agent's connection the bench stands for.
  */
-import { connect as netConnect, type Socket } from 'node:net';
-import { connect as tlsConnect, TLSSocket, type SecureContext } from 'node:tls';
+import { connect as netConnect } from 'node:net';
+import { TLSSocket, type SecureContext } from 'node:tls';
 
 export interface LeanTarget {
   /** The upstream as the agent names it (https://host:port). */
@@ -79,48 +79,45 @@ export class LeanConnection {
   static async open(t: LeanTarget, session?: Buffer): Promise<LeanConnection> {
     const u = new URL(t.origin);
     const port = Number(u.port || 443);
-    let raw: Socket | undefined;
+    const p = t.proxy ? new URL(t.proxy.uri) : null;
+    const raw = netConnect({ port: p ? Number(p.port) : port, host: p ? p.hostname : u.hostname, noDelay: true });
     if (t.proxy) {
-      const p = new URL(t.proxy.uri);
-      const sock = netConnect({ port: Number(p.port), host: p.hostname, noDelay: true });
-      raw = sock;
-      sock.write(`CONNECT ${u.hostname}:${port} HTTP/1.1\r\nhost: ${u.hostname}:${port}\r\n${t.proxy.token ? `proxy-authorization: ${t.proxy.token}\r\n` : ''}\r\n`);
+      raw.write(`CONNECT ${u.hostname}:${port} HTTP/1.1\r\nhost: ${u.hostname}:${port}\r\n${t.proxy.token ? `proxy-authorization: ${t.proxy.token}\r\n` : ''}\r\n`);
       const head = await new Promise<string>((res, rej) => {
         let got: Buffer = Buffer.alloc(0);
         const onData = (d: Buffer) => {
           got = got.length ? Buffer.concat([got, d]) : d;
           const end = got.indexOf(CRLF2);
           if (end < 0) return;
-          sock.off('data', onData).off('error', rej).off('close', onClose);
-          sock.pause();
+          raw.off('data', onData).off('error', rej).off('close', onClose);
+          raw.pause();
           // Nothing follows a proxy's 200 before the client speaks TLS.
           res(got.subarray(0, end).toString('latin1'));
         };
         const onClose = () => rej(Object.assign(new Error('the proxy closed the CONNECT'), { code: 'UND_ERR_SOCKET' }));
-        sock.on('data', onData).once('error', rej).once('close', onClose);
+        raw.on('data', onData).once('error', rej).once('close', onClose);
       });
       if (!/^HTTP\/1\.[01] 200/.test(head)) {
-        sock.destroy();
+        raw.destroy();
         throw Object.assign(new Error(`CONNECT: ${head.split('\r\n')[0]}`), { code: 'CONNECT_REFUSED' });
       }
+    } else {
+      await new Promise<void>((res, rej) => raw.once('connect', res).once('error', rej));
+      raw.removeAllListeners('error');
     }
-    const s = raw ? new TLSSocket(raw, { isServer: false, secureContext: t.secureContext, ...(session ? { session } : {}) }) : tlsConnect({ host: u.hostname, port, servername: u.hostname, secureContext: t.secureContext, ...(session ? { session } : {}) });
-    if (raw) {
-      // What tls.connect does with a connected socket, without its JavaScript identity check.
-      const internal = s as unknown as { setServername(name: string): void; _start(): void };
-      internal.setServername(u.hostname);
-      internal._start();
-      raw.resume();
-    }
-    await new Promise<void>((res, rej) => s.once(raw ? 'secure' : 'secureConnect', res).once('error', rej));
+    // What tls.connect does with a connected socket, without its JavaScript identity check.
+    const s = new TLSSocket(raw, { isServer: false, secureContext: t.secureContext, ...(session ? { session } : {}) });
+    const internal = s as unknown as { setServername(name: string): void; _start(): void; _handle: { verifyError(): Error | null } };
+    internal.setServername(u.hostname);
+    internal._start();
+    raw.resume();
+    await new Promise<void>((res, rej) => s.once('secure', res).once('error', rej));
     s.removeAllListeners('error');
-    if (raw) {
-      const verifyError = (s as unknown as { _handle: { verifyError(): Error | null } })._handle.verifyError();
-      const cert = s.isSessionReused() ? null : s.getPeerX509Certificate();
-      if (verifyError || (cert && cert.checkHost(u.hostname) === undefined)) {
-        s.destroy();
-        throw Object.assign(new Error(`the server's certificate: ${verifyError?.message ?? `not for ${u.hostname}`}`), { code: 'CERT_REFUSED' });
-      }
+    const verifyError = internal._handle.verifyError();
+    const cert = s.isSessionReused() ? null : s.getPeerX509Certificate();
+    if (verifyError || (cert && cert.checkHost(u.hostname) === undefined)) {
+      s.destroy();
+      throw Object.assign(new Error(`the server's certificate: ${verifyError?.message ?? `not for ${u.hostname}`}`), { code: 'CERT_REFUSED' });
     }
     return new LeanConnection(s, u.host);
   }
