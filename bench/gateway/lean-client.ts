@@ -16,7 +16,7 @@
  * modulus in hex, every field), 30 % of this client's CPU per new connection in a profile,
  * a cost of Node's client, not of the agent's connection the bench stands for.
  */
-import { connect as netConnect } from 'node:net';
+import { connect as netConnect, type Socket } from 'node:net';
 import { TLSSocket, type SecureContext } from 'node:tls';
 
 export interface LeanTarget {
@@ -43,6 +43,42 @@ export interface LeanResponse {
 }
 
 const CRLF2 = Buffer.from('\r\n\r\n');
+
+/**
+ * A TCP connection to the target's origin, through its proxy when it has one (the CONNECT
+ * answered 200, the socket paused before the first TLS byte); straight to the origin otherwise.
+ */
+export async function openTunnel(t: LeanTarget): Promise<Socket> {
+  const u = new URL(t.origin);
+  const port = Number(u.port || 443);
+  const p = t.proxy ? new URL(t.proxy.uri) : null;
+  const raw = netConnect({ port: p ? Number(p.port) : port, host: p ? p.hostname : u.hostname, noDelay: true });
+  if (!t.proxy) {
+    await new Promise<void>((res, rej) => raw.once('connect', res).once('error', rej));
+    raw.removeAllListeners('error');
+    return raw;
+  }
+  raw.write(`CONNECT ${u.hostname}:${port} HTTP/1.1\r\nhost: ${u.hostname}:${port}\r\n${t.proxy.token ? `proxy-authorization: ${t.proxy.token}\r\n` : ''}\r\n`);
+  const head = await new Promise<string>((res, rej) => {
+    let got: Buffer = Buffer.alloc(0);
+    const onData = (d: Buffer) => {
+      got = got.length ? Buffer.concat([got, d]) : d;
+      const end = got.indexOf(CRLF2);
+      if (end < 0) return;
+      raw.off('data', onData).off('error', rej).off('close', onClose);
+      raw.pause();
+      // Nothing follows a proxy's 200 before the client speaks TLS.
+      res(got.subarray(0, end).toString('latin1'));
+    };
+    const onClose = () => rej(Object.assign(new Error('the proxy closed the CONNECT'), { code: 'UND_ERR_SOCKET' }));
+    raw.on('data', onData).once('error', rej).once('close', onClose);
+  });
+  if (!/^HTTP\/1\.[01] 200/.test(head)) {
+    raw.destroy();
+    throw Object.assign(new Error(`CONNECT: ${head.split('\r\n')[0]}`), { code: 'CONNECT_REFUSED' });
+  }
+  return raw;
+}
 
 /** One connection through the target; one request at a time. */
 export class LeanConnection {
@@ -78,33 +114,7 @@ export class LeanConnection {
   /** CONNECT (when through a proxy), then the TLS handshake; `session`: a TLS session to offer. */
   static async open(t: LeanTarget, session?: Buffer): Promise<LeanConnection> {
     const u = new URL(t.origin);
-    const port = Number(u.port || 443);
-    const p = t.proxy ? new URL(t.proxy.uri) : null;
-    const raw = netConnect({ port: p ? Number(p.port) : port, host: p ? p.hostname : u.hostname, noDelay: true });
-    if (t.proxy) {
-      raw.write(`CONNECT ${u.hostname}:${port} HTTP/1.1\r\nhost: ${u.hostname}:${port}\r\n${t.proxy.token ? `proxy-authorization: ${t.proxy.token}\r\n` : ''}\r\n`);
-      const head = await new Promise<string>((res, rej) => {
-        let got: Buffer = Buffer.alloc(0);
-        const onData = (d: Buffer) => {
-          got = got.length ? Buffer.concat([got, d]) : d;
-          const end = got.indexOf(CRLF2);
-          if (end < 0) return;
-          raw.off('data', onData).off('error', rej).off('close', onClose);
-          raw.pause();
-          // Nothing follows a proxy's 200 before the client speaks TLS.
-          res(got.subarray(0, end).toString('latin1'));
-        };
-        const onClose = () => rej(Object.assign(new Error('the proxy closed the CONNECT'), { code: 'UND_ERR_SOCKET' }));
-        raw.on('data', onData).once('error', rej).once('close', onClose);
-      });
-      if (!/^HTTP\/1\.[01] 200/.test(head)) {
-        raw.destroy();
-        throw Object.assign(new Error(`CONNECT: ${head.split('\r\n')[0]}`), { code: 'CONNECT_REFUSED' });
-      }
-    } else {
-      await new Promise<void>((res, rej) => raw.once('connect', res).once('error', rej));
-      raw.removeAllListeners('error');
-    }
+    const raw = await openTunnel(t);
     // What tls.connect does with a connected socket, without its JavaScript identity check.
     const s = new TLSSocket(raw, { isServer: false, secureContext: t.secureContext, ...(session ? { session } : {}) });
     const internal = s as unknown as { setServername(name: string): void; _start(): void; _handle: { verifyError(): Error | null } };

@@ -61,13 +61,12 @@ import { mkdirSync, mkdtempSync, rmSync, writeFileSync, readFileSync, existsSync
 import { tmpdir, cpus } from 'node:os';
 import { execFileSync } from 'node:child_process';
 import path from 'node:path';
-import { connect as netConnect, type Socket } from 'node:net';
 import { connect as tlsConnect, createSecureContext, type SecureContext } from 'node:tls';
 import { Agent, ProxyAgent, type Dispatcher } from 'undici';
 import knexFactory from 'knex';
 import { parseDatabaseUrl, type DbTarget } from '../../store/db.js';
 import { startChild, type Child } from './ipc.js';
-import { LeanConnection, type LeanResponse } from './lean-client.js';
+import { LeanConnection, openTunnel, type LeanResponse } from './lean-client.js';
 
 // ---- options ---------------------------------------------------------------------------
 
@@ -168,26 +167,7 @@ async function tlsSession(t: Target): Promise<{ session: Buffer; reused: boolean
   const u = new URL(t.origin);
   const port = Number(u.port || 443);
   const open = async (session?: Buffer): Promise<{ session: Buffer; reused: boolean; protocol: string | null }> => {
-    let raw: Socket | undefined;
-    if (t.proxy) {
-      const p = new URL(t.proxy.uri);
-      const sock = netConnect(Number(p.port), p.hostname);
-      raw = sock;
-      await new Promise<void>((res, rej) => sock.once('connect', res).once('error', rej));
-      sock.write(`CONNECT ${u.hostname}:${port} HTTP/1.1\r\nhost: ${u.hostname}:${port}\r\n${t.proxy.token ? `proxy-authorization: ${t.proxy.token}\r\n` : ''}\r\n`);
-      const head = await new Promise<string>((res, rej) => {
-        let got = '';
-        const onData = (d: Buffer) => {
-          got += d.toString('latin1');
-          if (!got.includes('\r\n\r\n')) return;
-          sock.off('data', onData);
-          sock.pause();
-          res(got);
-        };
-        sock.on('data', onData).once('error', rej);
-      });
-      if (!/^HTTP\/1\.[01] 200/.test(head)) throw new Error(`CONNECT through ${t.name}: ${head.split('\r\n')[0]}`);
-    }
+    const raw = t.proxy ? await openTunnel(t) : undefined;
     const s = tlsConnect({ ...(raw ? { socket: raw } : { host: u.hostname, port }), servername: u.hostname, secureContext: t.secureContext, ...(session ? { session } : {}) });
     // The first connection waits for its ticket; the second only for its handshake (a resumed
     // TLS 1.2 session gets no new ticket).
