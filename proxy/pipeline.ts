@@ -514,7 +514,14 @@ class Forward implements Dispatcher.DispatchHandler {
   }
 
   #endBody(): void {
-    const tail: Buffer[] = [];
+    // What this turn brought but has not written yet goes out with the end, after the
+    // commit: for an answer that fits in one turn (most API answers) the headers, the body
+    // and a chunked answer's last chunk then leave in one TLS record and one syscall, where
+    // a redacted answer took two (body at this turn's check phase, last chunk after the
+    // commit). Nothing completes sooner either way: the end waits for the commit.
+    const tail = this.#pending;
+    this.#pending = [];
+    this.#pendingBytes = 0;
     if (this.#held) tail.push(this.#held);
     this.#held = null;
     if (this.x.redactor) for (const piece of this.x.redactor.end()) tail.push(piece);
