@@ -140,6 +140,8 @@ export interface RunningService {
   healthUrl: string | null;
   /** Gateway exchanges under way (held ones included): tests wait on it instead of sleeping. */
   gatewayRequests(): number;
+  /** The step a graceful stop under way waits on; null when no stop is under way. */
+  stopStep(): string | null;
   /** The graceful stop (SIGTERM); calling it again returns the same promise. */
   close(): Promise<void>;
 }
@@ -198,6 +200,8 @@ function warnOfLegacyStore(config: Readonly<Config>, log: Logger): void {
 
 /** Deadline of one OAuth token call (exchange, refresh, revoke). */
 const OAUTH_TIMEOUT_MS = 10_000;
+/** A graceful stop still under way logs the step it waits on this often. */
+const STOP_REPORT_MS = 15_000;
 
 /** The composition root: builds every part from the config and starts it in this process. */
 /**
@@ -814,6 +818,8 @@ export async function startService(config: Readonly<Config>, log: Logger, opts: 
     for (const host of [config.host, 'localhost', '127.0.0.1']) managementTargets.add(`${canonicalHost(host) ?? host}:${p}`);
   }
   let closing: Promise<void> | null = null;
+  /** The step a graceful stop is waiting on (null before the stop and after it). */
+  let stopStep: string | null = null;
 
   return {
     apiUrl,
@@ -835,6 +841,7 @@ export async function startService(config: Readonly<Config>, log: Logger, opts: 
     runtime,
     healthUrl,
     gatewayRequests: () => pipeline.active(),
+    stopStep: () => stopStep,
     close() {
       closing ??= stopGracefully();
       return closing;
@@ -849,7 +856,28 @@ export async function startService(config: Readonly<Config>, log: Logger, opts: 
    * environments: they come back when it starts again), the jobs, and flush the audit batch.
    */
   async function stopGracefully(): Promise<void> {
+    const startedAt = performance.now();
+    // A stop that hangs says where, every STOP_REPORT_MS, instead of hanging silently.
+    const report = setInterval(() => {
+      log.warn({ step: stopStep, waited_s: Math.round((performance.now() - startedAt) / 1000) }, 'stopping: still waiting');
+    }, STOP_REPORT_MS);
+    report.unref();
+    try {
+      await stopSteps();
+    } finally {
+      clearInterval(report);
+      stopStep = null;
+    }
+  }
+
+  async function step(name: string, fn: () => unknown): Promise<void> {
+    stopStep = name;
+    await fn();
+  }
+
+  async function stopSteps(): Promise<void> {
     const deadline = performance.now() + config.shutdownGraceMs;
+    stopStep = 'stop accepting';
     // Listening stops at once; the close callback comes once the last connection is gone.
     const apiClosed = apiServer ? new Promise<void>((resolve) => apiServer.close(() => resolve())) : Promise.resolve();
     apiServer?.closeIdleConnections();
@@ -858,35 +886,37 @@ export async function startService(config: Readonly<Config>, log: Logger, opts: 
     for (const set of cdpClients.values()) for (const r of set) void r.close(1001, 'the service is stopping');
     for (const set of viewers.values()) for (const ws of set) ws.terminate();
     wss.close();
+    stopStep = 'gateway requests';
     const drained = await pipeline.drain(config.shutdownGraceMs);
     if (drained.unfinished > 0) log.warn({ unfinished: drained.unfinished }, 'stopping: gateway requests still under way after the grace period are cut');
     const streaming = (res: import('node:http').ServerResponse) => String(res.getHeader('content-type') ?? '').startsWith('text/event-stream');
+    stopStep = 'api requests';
     while ([...apiInFlight].some((r) => !streaming(r)) && performance.now() < deadline) await new Promise((r) => setTimeout(r, 20));
     apiServer?.closeAllConnections();
     await apiClosed;
     if (healthServer) {
       const hs = healthServer;
-      await new Promise<void>((resolve) => {
+      await step('health server', () => new Promise<void>((resolve) => {
         hs.close(() => resolve());
         hs.closeAllConnections();
-      });
+      }));
     }
-    await broker.shutdown();
-    await hostRpc?.close();
+    await step('browser broker', () => broker.shutdown());
+    await step('host rpc', () => hostRpc?.close());
     // The host's reconcile stops; nothing is written about its environments (the process
     // sandbox's end with this process; they start again with the host).
-    await hostAgent?.close();
-    await hostRpcClient.close();
-    await proxy.close();
-    await upstream.close();
-    await oauthHttp.close();
-    await webhookDelivery.close();
-    await slackDelivery.close();
-    await slackApi.close();
-    await jobs.stop();
+    await step('host agent', () => hostAgent?.close());
+    await step('host rpc client', () => hostRpcClient.close());
+    await step('proxy', () => proxy.close());
+    await step('upstream', () => upstream.close());
+    await step('oauth http', () => oauthHttp.close());
+    await step('webhook delivery', () => webhookDelivery.close());
+    await step('slack delivery', () => slackDelivery.close());
+    await step('slack api', () => slackApi.close());
+    await step('jobs', () => jobs.stop());
     approvals.close();
     // After the API and proxy stop taking requests: write what the audit queue holds.
-    await audit.close();
-    await db.destroy();
+    await step('audit', () => audit.close());
+    await step('database', () => db.destroy());
   }
 }

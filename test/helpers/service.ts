@@ -116,8 +116,19 @@ export async function startTestService(env: Record<string, string> = {}): Promis
       if (r.status !== 200) throw new Error(`advance failed: ${r.status} ${r.text}`);
     },
     async close() {
-      await svc.close();
-      await db.drop();
+      // A close that hangs (a suite's "after all" hook timing out) says on stderr where.
+      let step = 'the service';
+      const report = setInterval(() => {
+        process.stderr.write(`[test service] close() still waiting on ${step}${step === 'the service' ? ` (${svc.stopStep() ?? 'no step'})` : ''}\n`);
+      }, 20_000);
+      report.unref();
+      try {
+        await svc.close();
+        step = 'dropping its database';
+        await db.drop();
+      } finally {
+        clearInterval(report);
+      }
       rmSync(dataDir, { recursive: true, force: true });
     },
   };
