@@ -133,11 +133,24 @@ export class Spawner {
     });
   }
 
-  /** Ends the spawner (its helpers are not touched: each ends on its own, or by its owner). */
+  /**
+   * Ends the spawner (its helpers are not touched: each ends on its own, or by its owner).
+   * What it was still starting fails now, and the spawner process is killed, not only
+   * disconnected: one that was handing over a pipe when its channel closed waits for the
+   * acknowledgement forever (Node postpones a disconnect until the handles queued are sent),
+   * so it would neither exit nor report, and a spawn in flight (a driver closing while a
+   * slot starts) would never settle. Its exit then reports its helpers ended, as any end of
+   * the spawner does.
+   */
   close(): void {
     this.#closed = true;
-    this.#proc?.disconnect();
+    const proc = this.#proc;
     this.#proc = null;
+    for (const id of [...this.#starting.keys()]) this.#fail(id, new Error('the spawner is closed'));
+    if (proc) {
+      if (proc.connected) proc.disconnect();
+      proc.kill('SIGKILL');
+    }
   }
 
   #ensure(): ChildProcess {

@@ -77,6 +77,24 @@ describe('resident spawner', function () {
     expect(await closed(again)).to.deep.equal([0, null]);
     process.kill(h.pid!, 'SIGKILL'); // the sleep (it lost its pipes, and sleep does not write)
   });
+
+  it('close() while helpers\' pipes are still being handed over: every spawn settles, and the spawner process ends', async () => {
+    // A spawner whose channel closes while it waits for the service's acknowledgement of a
+    // pipe never sees the disconnect (Node postpones it until its queue of handles is sent),
+    // so it neither exits nor reports: a driver closing mid-start waited forever (found by
+    // test/security/control-socket-peer-spoof.test.ts, whose service's stop hung ~1 run in 4).
+    const started = Array.from({ length: 20 }, () => s.spawn('/bin/sleep', ['30'], { n: 5, env, detached: true }));
+    const outcomes = started.map((p) => p.then((h) => h, () => null));
+    await Promise.race(started); // the first has all its pipes; most of the others are mid-way
+    const [spawnerPid] = readdirSync('/proc').filter((p) => /^\d+$/.test(p)).map(Number).filter(isOurSpawner);
+    expect(spawnerPid, 'the spawner process').to.be.a('number');
+    s.close();
+    const settled = await Promise.race([Promise.all(outcomes), new Promise<'hung'>((r) => setTimeout(() => r('hung'), 5_000))]);
+    expect(settled, 'every spawn settled within 5 s of close()').to.not.equal('hung');
+    for (const h of settled as Array<Helper | null>) if (h?.pid) process.kill(h.pid, 'SIGKILL');
+    for (let i = 0; i < 100 && isOurSpawner(spawnerPid!); i++) await new Promise((r) => setTimeout(r, 20));
+    expect(isOurSpawner(spawnerPid!), 'the spawner process ended').to.equal(false);
+  });
 });
 
 /** A spawner of this test process: a node child whose argv is `-e <the spawner's program>`. */
