@@ -841,7 +841,7 @@ export async function startService(config: Readonly<Config>, log: Logger, opts: 
     runtime,
     healthUrl,
     gatewayRequests: () => pipeline.active(),
-    stopStep: () => stopStep,
+    stopStep: () => currentStopStep(),
     close() {
       closing ??= stopGracefully();
       return closing;
@@ -859,7 +859,7 @@ export async function startService(config: Readonly<Config>, log: Logger, opts: 
     const startedAt = performance.now();
     // A stop that hangs says where, every STOP_REPORT_MS, instead of hanging silently.
     const report = setInterval(() => {
-      log.warn({ step: stopStep, waited_s: Math.round((performance.now() - startedAt) / 1000) }, 'stopping: still waiting');
+      log.warn({ step: currentStopStep(), waited_s: Math.round((performance.now() - startedAt) / 1000) }, 'stopping: still waiting');
     }, STOP_REPORT_MS);
     report.unref();
     try {
@@ -873,6 +873,11 @@ export async function startService(config: Readonly<Config>, log: Logger, opts: 
   async function step(name: string, fn: () => unknown): Promise<void> {
     stopStep = name;
     await fn();
+  }
+
+  /** The step, with the host agent's own while it closes. */
+  function currentStopStep(): string | null {
+    return stopStep === 'host agent' && hostAgent ? `host agent: ${hostAgent.closeStep() ?? 'closing'}` : stopStep;
   }
 
   async function stopSteps(): Promise<void> {

@@ -396,13 +396,21 @@ export function createHostAgent(deps: HostAgentDeps) {
     schedule();
   }
 
+  /** What close() waits on (a stop that hangs says where: the service's stopStep()). */
+  let closeStep: string | null = null;
+
   async function close(): Promise<void> {
     closed = true;
     if (timer) clearTimeout(timer);
+    closeStep = 'the pass under way';
     if (current) await current;
+    closeStep = `operations on ${[...busy.keys()].join(', ') || 'nothing'}`;
     await Promise.allSettled([...busy.values()]);
+    closeStep = 'the driver';
     await driver.close();
+    closeStep = 'marking the host offline';
     await hostsStore.markOffline(db, hostId).catch(() => {});
+    closeStep = null;
   }
 
   /** Waits for the next state change this agent makes (or the timeout). */
@@ -431,6 +439,7 @@ export function createHostAgent(deps: HostAgentDeps) {
     driver,
     start,
     close,
+    closeStep: () => closeStep,
     notify,
     heartbeat,
     nextChange,
