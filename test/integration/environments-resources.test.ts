@@ -1,7 +1,8 @@
 import { expect } from 'chai';
-import { readFileSync, readdirSync } from 'node:fs';
+import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { startTestService, type TestService } from '../helpers/service.js';
+import { findCgroup } from '../helpers/cgroups.js';
 import { sh, skipWithoutRuntime, waitState } from '../helpers/runtime.js';
 
 /**
@@ -64,27 +65,9 @@ describe('environments: resources update', function () {
 
     /** The environment's v1 memory limit as the host set it (this machine's hybrid tree), or null. */
     const memoryLimit = (envId: string): number | null => {
-      // A walk of our own: a recursive readdir fails whole when any directory goes away
-      // mid-walk, and other runs on this machine create and remove cgroups all the time (a
-      // full run beside a CI run read null here for 5 s). Four levels deep, as the tree is here.
-      const walk = (dir: string, depth: number): string | null => {
-        let names: string[];
-        try {
-          names = readdirSync(dir, { withFileTypes: true }).filter((d) => d.isDirectory()).map((d) => d.name);
-        } catch {
-          return null;
-        }
-        for (const n of names) {
-          const path = join(dir, n);
-          if (n === envId && path.includes('gateway-')) return path;
-          if (depth < 4) {
-            const hit = walk(path, depth + 1);
-            if (hit) return hit;
-          }
-        }
-        return null;
-      };
-      const found = walk('/sys/fs/cgroup/memory', 0);
+      // findCgroup: other runs on this machine create and remove cgroups all the time (a
+      // full run beside a CI run read null here for 5 s with a recursive readdir).
+      const found = findCgroup('/sys/fs/cgroup/memory', (n, path) => n === envId && path.includes('gateway-'), 4);
       try {
         return found ? Number(readFileSync(join(found, 'memory.limit_in_bytes'), 'utf8')) : null;
       } catch {

@@ -5,6 +5,7 @@ import { startBrowserWorld, CHROMIUM, type BrowserWorld } from '../helpers/brows
 import { RawCdp } from '../helpers/cdp-client.js';
 import { sh, skipWithoutRuntime, waitState } from '../helpers/runtime.js';
 import { chromiumUnavailable, skipOrFailInCI } from '../helpers/ci-gate.js';
+import { findCgroup } from '../helpers/cgroups.js';
 
 /**
  * Issue 23, finding 6: the relay accepted 256 MiB frames (six 200 MiB frames took the
@@ -66,9 +67,9 @@ describe('attack: the browser\'s resources (frames, pages)', function () {
     const alive = await sh(w.t.api, e.id, `kill -0 ${pid} && echo alive`);
     expect(alive.stdout.trim(), 'the environment\'s own process').to.equal('alive');
     // The environment's memory cgroup (v1 here) never went past its limit.
-    const found = (await import('node:fs')).readdirSync('/sys/fs/cgroup/memory', { recursive: true }).map(String).find((d) => d.endsWith(e.id));
+    const found = findCgroup('/sys/fs/cgroup/memory', (n) => n === e.id);
     if (found) {
-      const max = Number(readFileSync(join('/sys/fs/cgroup/memory', found, 'memory.max_usage_in_bytes'), 'utf8'));
+      const max = Number(readFileSync(join(found, 'memory.max_usage_in_bytes'), 'utf8'));
       expect(max).to.be.at.most(512 * 1024 * 1024);
     } else {
       this.test!.title += ' (no v1 memory tree here: the limit is checked through the crash alone)';
