@@ -83,7 +83,8 @@ describe('resident spawner', function () {
     // pipe never sees the disconnect (Node postpones it until its queue of handles is sent),
     // so it neither exits nor reports: a driver closing mid-start waited forever (found by
     // test/security/control-socket-peer-spoof.test.ts, whose service's stop hung ~1 run in 4).
-    const started = Array.from({ length: 20 }, () => s.spawn('/bin/sleep', ['30'], { n: 5, env, detached: true }));
+    // Short sleeps: a spawn refused mid-way leaves its helper to end by itself.
+    const started = Array.from({ length: 20 }, () => s.spawn('/bin/sleep', ['10'], { n: 5, env, detached: true }));
     const outcomes = started.map((p) => p.then((h) => h, () => null));
     await Promise.race(started); // the first has all its pipes; most of the others are mid-way
     const [spawnerPid] = readdirSync('/proc').filter((p) => /^\d+$/.test(p)).map(Number).filter(isOurSpawner);
