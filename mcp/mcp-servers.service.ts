@@ -84,9 +84,11 @@ export interface McpRoutes {
   readonly list: readonly McpRoute[];
   /** The registration whose URL is https://host:port/path (the query is not compared); null: none. */
   match(host: string, port: number, path: string): McpRoute | null;
+  /** The registrations on https://host:port, whatever their path. */
+  sameOrigin(host: string, port: number): readonly McpRoute[];
 }
 
-const NO_ROUTES: McpRoutes = Object.freeze({ list: Object.freeze([]), match: () => null });
+const NO_ROUTES: McpRoutes = Object.freeze({ list: Object.freeze([]), match: () => null, sameOrigin: () => [] });
 
 interface CacheEntry {
   loadedAt: number;
@@ -228,6 +230,7 @@ export function createMcpServersService(deps: {
       list: Object.freeze(list),
       // Two registrations of one URL: the first by name decides (docs/mcp.md).
       match: (host: string, port: number, path: string) => list.find((s) => s.port === port && s.host === host && s.path === path) ?? null,
+      sameOrigin: (host: string, port: number) => list.filter((s) => s.port === port && s.host === host),
     });
   }
 

@@ -64,6 +64,8 @@ export interface McpServerRoute extends McpToolTable {
 export interface McpServers {
   /** The registration whose URL is https://host:port/path; null: none. */
   match(host: string, port: number, path: string): McpServerRoute | null;
+  /** The registrations on https://host:port, whatever their path (a secret sent to another path of the server's origin). */
+  sameOrigin(host: string, port: number): readonly McpServerRoute[];
 }
 
 /**

@@ -10,7 +10,7 @@ import type { Logger } from '../lib/log.js';
 import type { AuditEntryInput } from '../audit/entry.js';
 import type { Upstream } from './upstream.js';
 import { mcpSecretMisplaced, placeCredentials, swapCredentials, type Credential, type CredentialSet, type McpServerRoute } from './credentials.js';
-import { classifyMcp, type McpClassification } from '../policy-engine/classify/mcp.js';
+import { classifyMcp, FAIL_CLOSED_CATEGORY, type McpClassification } from '../policy-engine/classify/mcp.js';
 import { describeMcpRequest } from '../policy-engine/describe.js';
 import { sendMcpRefusal, ToolsListTap } from './mcp-answer.js';
 import { refusal, sendRefusal, type Refusal } from './refusal.js';
@@ -702,6 +702,8 @@ class Exchange {
   mcpSubject: Credential | null = null;
   /** Reads the answer of a tools/list for the server's annotations. */
   mcpTap: ToolsListTap | null = null;
+  /** The server's secret sent to another path of its origin than its URL's: unreadable as MCP. */
+  mcpOffPath = false;
 
   constructor(
     readonly s: Settings,
@@ -815,6 +817,17 @@ class Exchange {
       const parts = { url, headers: req.headers, body: this.bodyComplete ? this.body : null, contentType: this.contentType };
       const placed = placeCredentials(parts, creds);
       const found = placed.found;
+      if (this.mcp === null && creds.mcp !== undefined && target.tls) {
+        // A registered server's secret sent to another path of its origin (`/MCP`, `/mcp/`,
+        // `//mcp`, `/./mcp`: the same endpoint to many servers' routers) is a request to that
+        // server we cannot read as its URL's: its MCP classification, failed closed, never a
+        // generic API request's (which would skip its tool rules).
+        const off = creds.mcp.sameOrigin(target.host, target.port).find((s) => s.secret !== null && found.some((c) => c.kind === 'secret' && c.connector === `secret:${s.secret}`));
+        if (off !== undefined) {
+          this.mcp = off;
+          this.mcpOffPath = true;
+        }
+      }
       if (this.mcp !== null) {
         const stopped = this.classifyMcp(placed, found);
         if (stopped && stopped !== 'done') return this.refuse(stopped.r, stopped.decision, stopped.reason);
@@ -1111,7 +1124,9 @@ class Exchange {
    */
   classifyMcp(placed: ReturnType<typeof placeCredentials>, found: Credential[]): Stop | null {
     const mcp = this.mcp!;
-    const cls = classifyMcp({ method: this.method, headers: this.req.headers, body: this.bodyComplete ? this.body ?? undefined : undefined }, mcp);
+    const cls: McpClassification = this.mcpOffPath
+      ? { category: FAIL_CLOSED_CATEGORY, rule: 'mcp.off_path', ids: [], listIds: [], batch: false }
+      : classifyMcp({ method: this.method, headers: this.req.headers, body: this.bodyComplete ? this.body ?? undefined : undefined }, mcp);
     this.mcpCls = cls;
     if (cls.tool !== undefined) this.entry.tool = cls.tool;
     const secret = mcp.secret === null ? undefined : found.find((c) => c.kind === 'secret' && c.connector === `secret:${mcp.secret}`);
@@ -1142,7 +1157,9 @@ class Exchange {
 
   /** The card of a held MCP request: the server, each tool called and its arguments (policy-engine describeMcpRequest). */
   mcpDetails(): RequestDetails {
-    return describeMcpRequest({ method: this.method, headers: this.req.headers, body: this.body ?? undefined }, { server: this.mcp!.name, hide: [...this.tokens.keys()] });
+    const d = describeMcpRequest({ method: this.method, headers: this.req.headers, body: this.body ?? undefined }, { server: this.mcp!.name, hide: [...this.tokens.keys()] });
+    // Whatever its body says, it went elsewhere than the server's URL: the card must not show it as a plain tool call.
+    return this.mcpOffPath ? { ...d, unreadable: 'the request went to another path of the server than its registered URL\'s, so it could not be read as MCP: it is treated as the riskiest kind of call' } : d;
   }
 
   /** A host off the allowlist that a grant of an earlier egress approval lets through (issue 26, item 3). */

@@ -196,10 +196,22 @@ export function fieldKey(name: string): string {
 }
 
 /**
+ * A key as a case-insensitive JSON decoder matches it (Go's encoding/json, which MCP
+ * servers written in Go decode with): Unicode case folded, so `Method`, `METHOD` and
+ * `\u212Aey` (the Kelvin sign, which folds to `k`) meet their lower-case spellings.
+ * Upper then lower case folds the letters whose lower case is not their fold (`ſ`, U+017F: `s`).
+ */
+export function foldKey(key: string): string {
+  return key.toUpperCase().toLowerCase();
+}
+
+/**
  * Whether any object in a JSON text (already known to parse) repeats a key. Keys are
  * compared decoded, as JSON.parse decodes them: `"add\u004cabelIds"` is `addLabelIds`.
+ * `fold`: also two keys that differ only in letter case (foldKey), for bodies a
+ * case-insensitive decoder may read (MCP).
  */
-export function hasDuplicateKeys(text: string): boolean {
+export function hasDuplicateKeys(text: string, fold = false): boolean {
   const stack: Array<Set<string> | null> = [];
   let i = 0;
   while (i < text.length) {
@@ -217,6 +229,7 @@ export function hasDuplicateKeys(text: string): boolean {
         } catch {
           return true;
         }
+        if (fold) key = foldKey(key);
         if (top.has(key)) return true;
         top.add(key);
       }

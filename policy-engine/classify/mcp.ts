@@ -19,7 +19,7 @@
  *   GET (the server's event stream), DELETE (ends the session), OPTIONS   read
  */
 import { dangerRank, isCategory, type Category } from '../categories.js';
-import { bodyTextStrict, contentEncoded, hasDuplicateKeys } from './http.js';
+import { bodyTextStrict, contentEncoded, foldKey, hasDuplicateKeys } from './http.js';
 import type { ClassifyRequest } from './types.js';
 
 /** What an unknown tool or an unreadable request is taken for: the top of DANGER_ORDER (never allowed by a rule alone). */
@@ -80,6 +80,16 @@ function validId(v: unknown): v is JsonRpcId {
  * The JSON-RPC messages of a request body, read strictly. `messages` holds what could be
  * read even when `ok` is false (the approval card shows it, escaped).
  */
+/** JSON-RPC 2.0 message members, and the MCP request params the classifier reads. */
+const MESSAGE_KEYS = new Set(['jsonrpc', 'id', 'method', 'params', 'result', 'error']);
+const PARAMS_KEYS = new Set(['name', 'arguments', '_meta']);
+
+/** Whether `o` has a key that is one of `known` only when case-folded. */
+function caseVariantOf(o: Record<string, unknown>, known: ReadonlySet<string>): boolean {
+  for (const k of Object.keys(o)) if (!known.has(k) && known.has(foldKey(k))) return true;
+  return false;
+}
+
 export function parseMcpBody(body: ClassifyRequest['body'], headers: ClassifyRequest['headers']): McpParse {
   const messages: McpMessage[] = [];
   const fail = (why: string): McpParse => ({ ok: false, why, messages });
@@ -97,10 +107,19 @@ export function parseMcpBody(body: ClassifyRequest['body'], headers: ClassifyReq
   const list: unknown[] = batch ? (value as unknown[]) : [value];
   if (list.length === 0) return fail('an empty batch');
   if (list.length > MAX_MCP_BATCH) return fail(`a batch of more than ${MAX_MCP_BATCH} messages`);
-  let why: string | null = hasDuplicateKeys(text) ? 'the JSON repeats a key' : null;
+  // Keys compared case-folded: a server decoding with Go's encoding/json matches `Method`
+  // to `method` (and the last of two wins), so `{"method":"ping","Method":"tools/call"}`
+  // is a tool call there, whatever we would read.
+  let why: string | null = hasDuplicateKeys(text, true) ? 'the JSON repeats a key (in some letter case)' : null;
   for (const m of list) {
     if (!isObject(m) || m.jsonrpc !== '2.0') {
       why ??= 'a message is not JSON-RPC 2.0';
+      continue;
+    }
+    // A member named in another letter case (`Method` alone, `Params`) is the member to a
+    // case-insensitive decoder and unknown to us: one reading only, or none.
+    if (caseVariantOf(m, MESSAGE_KEYS) || (isObject(m.params) && caseVariantOf(m.params, PARAMS_KEYS))) {
+      why ??= 'a key differs from a JSON-RPC or MCP member only in letter case';
       continue;
     }
     if (m.id !== undefined && !validId(m.id)) why ??= 'a message id is not a string or a number';

@@ -266,6 +266,72 @@ describe('MCP through the gateway (issue 28)', function () {
     }
   });
 
+  it('attack: a JSON-RPC member in another letter case (Method beside method, Name beside name, Params alone, param\u017f) hides a tool call: each held as change_permission', async () => {
+    // A server decoding with Go's encoding/json matches keys case-insensitively (Unicode
+    // case folded) and takes the last of two: there each of these runs delete_repository.
+    const { transport } = await connect(GITHUB);
+    const sid = { 'mcp-session-id': transport.sessionId! };
+    const cases: Array<{ body: string; why: string }> = [
+      { body: '{"jsonrpc":"2.0","id":1,"method":"ping","Method":"tools/call","params":{"name":"delete_repository","arguments":{}}}', why: 'Method beside method' },
+      { body: '{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"list_issues","Name":"delete_repository","arguments":{}}}', why: 'Name beside name' },
+      { body: '{"jsonrpc":"2.0","id":1,"Method":"tools/call","Params":{"name":"delete_repository"},"result":{}}', why: 'Method and Params alone (a response to us)' },
+      { body: '{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"list_issues"},"param\u017f":{"name":"delete_repository"}}', why: 'long s folds to s' },
+    ];
+    for (const c of cases) {
+      const before = github.calls.length;
+      const res = rpc(GITHUB, c.body, sid);
+      const approval = await pendingApproval();
+      expect([approval.connector, approval.category], c.why).to.deep.equal(['mcp:github', 'change_permission']);
+      const row = await t.svc.db('approvals').where({ id: approval.id }).first();
+      expect(JSON.parse(row.details).unreadable, c.why).to.match(/could not be read as MCP/);
+      await t.api.post(`/v1/approvals/${approval.id}/decision`, { decision: 'deny' });
+      const r = await res;
+      await r.arrayBuffer();
+      expect(github.calls.length, c.why).to.equal(before);
+    }
+  });
+
+  it('attack: the server\'s secret sent to another spelling of its path (/MCP, /mcp/, //mcp, /./mcp) is its request, unreadable: held as change_permission, never a generic write the policy allows', async () => {
+    // Connector-less rules that allow any read and write: a request of the secret's that
+    // passed as a generic API call would be allowed and skip the tool rule below.
+    const policy = await t.api.put('/v1/policy', {
+      rules: [
+        { connector: 'mcp:github', category: 'read', effect: 'allow' },
+        { connector: 'mcp:github', tool: 'update_issue', effect: 'deny' },
+        { category: 'read', effect: 'allow' },
+        { category: 'write', effect: 'allow' },
+      ],
+    });
+    expect(policy.status, JSON.stringify(policy.body)).to.equal(200);
+    try {
+      for (const path of ['/MCP', '/mcp/', '//mcp', '/mcp/./', '/Mcp?x=1']) {
+        const before = github.seen.length;
+        const res = rpc(`https://mcp.github.example${path}`, { jsonrpc: '2.0', id: 7, method: 'tools/call', params: { name: 'update_issue', arguments: {} } });
+        const approval = await pendingApproval();
+        expect([approval.connector, approval.category], path).to.deep.equal(['mcp:github', 'change_permission']);
+        const row = await t.svc.db('approvals').where({ id: approval.id }).first();
+        expect(JSON.parse(row.details).unreadable, path).to.match(/another path of the server/);
+        await t.api.post(`/v1/approvals/${approval.id}/decision`, { decision: 'deny' });
+        const r = await res;
+        await r.arrayBuffer();
+        expect(github.seen.length, path).to.equal(before);
+        expect(await lastAudit(), path).to.include({ connector: 'mcp:github', category: 'change_permission', decision: 'ask', reason: 'approval_denied' });
+      }
+      // The exact URL is still read as MCP: the tool rule denies it outright.
+      const r = await rpc(GITHUB, { jsonrpc: '2.0', id: 8, method: 'tools/call', params: { name: 'update_issue', arguments: {} } });
+      expect(r.headers.get('x-gateway-error')).to.equal('policy_denied');
+      await r.arrayBuffer();
+    } finally {
+      await t.api.put('/v1/policy', {
+        rules: [
+          { connector: 'mcp:github', category: 'read', effect: 'allow' },
+          { connector: 'mcp:evil', category: 'read', effect: 'allow' },
+          { connector: 'mcp:github', tool: 'update_issue', effect: 'deny' },
+        ],
+      });
+    }
+  });
+
   it('the server\'s placeholder sent to another host is refused (secret_host_not_allowed) and never reaches it', async () => {
     const before = evil.seen.length;
     const r = await rpc(EVIL, { jsonrpc: '2.0', id: 3, method: 'tools/list' });
