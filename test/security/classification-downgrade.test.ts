@@ -103,6 +103,15 @@ describe('security: a dangerous request cannot be classified as a harmless one (
     await heldAndDenied(gmail('/batch/gmail/v1', Buffer.from(body, 'latin1'), { 'content-type': 'multipart/mixed; boundary=b' }, 'www.googleapis.com'), 'secret:GMAIL', 'change_permission');
   });
 
+  it('attack: a batch Content-Type of 15,000 spaces and no "=" (a pattern that backtracked for minutes, every tenant waiting) is unreadable at once', async () => {
+    await heldAndDenied(gmail('/batch/gmail/v1', 'x', { 'content-type': `multipart/mixed; ${' '.repeat(15_000)}x` }, 'www.googleapis.com'), 'secret:GMAIL', 'change_permission');
+  });
+
+  it('attack: a batch body line of 500,000 spaces ending in a letter (quadratic padding trim) is read in linear time: unreadable, asked', async () => {
+    const body = `--b\r\n${' '.repeat(500_000)}x\r\n--b--\r\n`;
+    await heldAndDenied(gmail('/batch/gmail/v1', body, { 'content-type': 'multipart/mixed; boundary=b' }, 'www.googleapis.com'), 'secret:GMAIL', 'change_permission');
+  });
+
   it('attack: a batch with boundary= and an RFC 2231 boundary*= naming other parts', async () => {
     const body = `--a\r\nContent-Type: application/http\r\n\r\nGET ${U}/messages/2\r\n--a--\r\n--b\r\nContent-Type: application/http\r\n\r\nDELETE ${U}/messages/1\r\n--b--\r\n`;
     await heldAndDenied(gmail('/batch/gmail/v1', body, { 'content-type': "multipart/mixed; boundary=a; boundary*=utf-8''b" }, 'www.googleapis.com'), 'secret:GMAIL', 'change_permission');
