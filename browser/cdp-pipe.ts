@@ -42,7 +42,7 @@ export class CdpPipe {
   #closed = false;
   readonly #onClose = new Set<() => void>();
 
-  constructor(private readonly out: Writable, inp: Readable) {
+  constructor(private readonly out: Writable, private readonly inp: Readable) {
     inp.on('data', (d: Buffer) => this.#data(d));
     const end = (): void => this.#close();
     inp.on('end', end);
@@ -66,17 +66,24 @@ export class CdpPipe {
   }
 
   #data(d: Buffer): void {
+    // Closed (the browser gone, or a message past MAX_INBOUND): nothing more is kept.
+    if (this.#closed) return;
     let from = 0;
     for (let i = d.indexOf(0); i !== -1; i = d.indexOf(0, from)) {
       const piece = d.subarray(from, i);
-      const text = this.#partsLen ? Buffer.concat([...this.#parts, piece]).toString('utf8') : piece.toString('utf8');
-      this.#parts = [];
-      this.#partsLen = 0;
       from = i + 1;
+      if (this.#partsLen + piece.length > MAX_INBOUND) return this.#tooLarge();
       let m: CdpMessage;
       try {
+        // The decode too: a message past V8's longest string throws here, and a throw in a
+        // stream listener would end the whole service (every tenant), not this browser.
+        const text = this.#partsLen ? Buffer.concat([...this.#parts, piece]).toString('utf8') : piece.toString('utf8');
+        this.#parts = [];
+        this.#partsLen = 0;
         m = JSON.parse(text) as CdpMessage;
       } catch {
+        this.#parts = [];
+        this.#partsLen = 0;
         continue;
       }
       this.#dispatch(m);
@@ -84,8 +91,21 @@ export class CdpPipe {
     if (from < d.length) {
       this.#parts.push(d.subarray(from));
       this.#partsLen += d.length - from;
-      if (this.#partsLen > MAX_INBOUND) this.#close();
+      if (this.#partsLen > MAX_INBOUND) this.#tooLarge();
     }
+  }
+
+  /**
+   * A message past MAX_INBOUND (a page can make Chromium answer with hundreds of MiB:
+   * `'\x01'.repeat(9e7)` evaluated by value): what arrived is dropped, the pipe stops
+   * reading, and the browser is treated as gone (its owner ends it), rather than the
+   * service holding it or decoding it.
+   */
+  #tooLarge(): void {
+    this.#parts = [];
+    this.#partsLen = 0;
+    this.#close();
+    this.inp.destroy();
   }
 
   #dispatch(m: CdpMessage): void {

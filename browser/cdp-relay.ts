@@ -46,6 +46,9 @@ const CHILD_TYPES = new Set(['page', 'iframe', 'worker', 'shared_worker', 'servi
 const TARGET_SCOPED = new Set(['Target.closeTarget', 'Target.activateTarget', 'Target.getTargetInfo', 'Browser.getWindowForTarget']);
 const STORAGE_COOKIES = new Set(['Storage.getCookies', 'Storage.setCookies', 'Storage.clearCookies']);
 
+/** Bytes the service holds for an agent's CDP connection that it has not read yet; past it the connection ends. */
+export const MAX_CLIENT_BUFFERED = 64 * 1024 * 1024;
+
 export function relayCdp(client: WebSocket, browser: EnvBrowser, contextId: string, hooks: RelayHooks): Relay {
   const pipe = browser.pipe;
   /** This connection's browser session; root-level commands of the agent go there. */
@@ -60,7 +63,15 @@ export function relayCdp(client: WebSocket, browser: EnvBrowser, contextId: stri
   let unsubscribe: () => void = () => {};
 
   const toClient = (m: Msg): void => {
-    if (client.readyState === WebSocket.OPEN) client.send(JSON.stringify(m));
+    if (client.readyState !== WebSocket.OPEN) return;
+    // An agent that stops reading would make the service hold every answer (a few commands
+    // of large answers are hundreds of MiB in this process): past the cap, its connection
+    // ends (1008), as a slow consumer does on any broker.
+    if (client.bufferedAmount > MAX_CLIENT_BUFFERED) {
+      void close(1008, 'the client does not read its answers');
+      return;
+    }
+    client.send(JSON.stringify(m));
   };
   const refuse = (m: Msg, message: string): void => toClient({ id: m.id, sessionId: m.sessionId, error: { code: -32000, message } });
   const ours = (targetId: unknown): TargetInfo | null => {
