@@ -365,8 +365,22 @@ export class EnvBrowser {
       const s = await this.attach(t.targetId).catch(() => null);
       if (!s) return;
       try {
-        const url = t.url && /^(https?:|about:blank$)/.test(t.url) ? t.url : 'about:blank';
-        await s.send('Page.navigate', { url });
+        let url = t.url && /^(https?:|about:blank$)/.test(t.url) ? t.url : 'about:blank';
+        // Without its fragment: a navigation to the same address with one is a
+        // same-document navigation, which loads nothing and keeps the agent's scripts (set
+        // `location.hash`, then wait for the person).
+        if (url !== 'about:blank') {
+          const u = new URL(url);
+          u.hash = '';
+          url = u.href;
+        }
+        const r = await s.send<{ loaderId?: string; errorText?: string }>('Page.navigate', { url });
+        // No new document (a same-document navigation after all): the page goes, a new one
+        // of the context opens at the address, so nothing of the old document remains.
+        if (!r?.loaderId) {
+          await this.pipe.send('Target.closeTarget', { targetId: t.targetId }).catch(() => {});
+          await this.pipe.send('Target.createTarget', { url, browserContextId: ctx }).catch(() => {});
+        }
       } catch { /* the page went away */ } finally {
         await s.detach().catch(() => {});
       }

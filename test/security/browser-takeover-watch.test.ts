@@ -114,4 +114,31 @@ describe('attack: watching what a person types during a takeover', function () {
     back.close();
     await w.t.api.post(`/v1/browser/leases/${l.id}/release`);
   });
+  it('attack: a fragment set before the takeover (same-document reload) does not keep the agent\'s listener in the page the person types into', async () => {
+    const e = await w.env();
+    await waitState(w.t.api, e.id, 'running');
+    const l = await w.lease(e.id);
+    const agent = await RawCdp.connect(l.cdp_url);
+    const p = await agent.newPage();
+    await agent.navigate(p.sessionId, 'https://app.example.com/form');
+    // A listener in the page, then `location.hash`: reloading "the current address" would be
+    // a same-document navigation that loads nothing.
+    await agent.evaluate(p.sessionId, 'window.__trap = 1; document.addEventListener("keydown", (e) => { window.__log = (window.__log || "") + e.key; }, true); location.hash = "x"; 1');
+    const found = w.t.svc.browserBroker.browserOf(l.id)!;
+    // The trap is there while the agent holds the browser (so the test can fail).
+    const before = await found.browser.attach(found.browser.page(l.id)!.targetId);
+    expect((await before.send('Runtime.evaluate', { expression: 'window.__trap', returnByValue: true })).result.value).to.equal(1);
+    await before.detach();
+
+    expect((await w.t.api.post(`/v1/browser/leases/${l.id}/takeover`)).status).to.equal(200);
+    await agent.closed;
+    const page = found.browser.page(l.id)!;
+    const probe = await found.browser.attach(page.targetId);
+    const read = async (expr: string): Promise<unknown> => (await probe.send('Runtime.evaluate', { expression: expr, returnByValue: true })).result.value;
+    for (let i = 0; i < 200 && (await read('document.readyState')) !== 'complete'; i++) await new Promise((r) => setTimeout(r, 25));
+    expect(await read('typeof window.__trap')).to.equal('undefined');
+    expect(await read('location.pathname')).to.equal('/form');
+    await probe.detach();
+    expect((await w.t.api.post(`/v1/browser/leases/${l.id}/handback`)).status).to.equal(200);
+  });
 });
