@@ -74,6 +74,9 @@ function originOf(url: string | undefined): string | null {
   }
 }
 
+/** Bytes of file-input copies one lease may have on the host at once (DOM.setFileInputFiles, issue 23 item 2). */
+export const MAX_STAGED_UPLOAD_BYTES = 128 * 1024 * 1024;
+
 export class EnvBrowser {
   readonly targets = new Map<string, TargetInfo>();
   readonly #listeners = new Set<(e: TargetEvent, t: TargetInfo) => void>();
@@ -108,6 +111,9 @@ export class EnvBrowser {
   get alive(): boolean {
     return !this.sandbox.pipe.closed;
   }
+
+  /** Bytes of file-input copies staged per lease (stageUploads), until its context closes. */
+  readonly #staged = new Map<string, number>();
 
   /** Contexts being opened: the browser is in use from the first moment (the idle sweep must not stop it). */
   #opening = 0;
@@ -283,6 +289,7 @@ export class EnvBrowser {
   async closeContext(leaseId: string): Promise<void> {
     const l = this.#leases.get(leaseId);
     this.#leases.delete(leaseId);
+    this.#staged.delete(leaseId);
     this.#lastUsed = Date.now();
     rmSync(join(this.sandbox.stagingDir, 'uploads', leaseId), { recursive: true, force: true });
     if (l) await this.pipe.request('Target.disposeBrowserContext', { browserContextId: l.contextId });
@@ -296,6 +303,14 @@ export class EnvBrowser {
    */
   stageUploads(leaseId: string, files: Array<{ name: string; data: Buffer }>): string[] {
     if (!this.#leases.has(leaseId)) throw new Error('no such lease context');
+    // The copies are on the host's disk until the lease ends: a total per lease, or one
+    // agent setting ten 16 MiB files again and again fills the host (every tenant's store).
+    const bytes = files.reduce((n, f) => n + f.data.length, 0);
+    const staged = this.#staged.get(leaseId) ?? 0;
+    if (staged + bytes > MAX_STAGED_UPLOAD_BYTES) {
+      throw new Error(`file inputs of one lease take at most ${MAX_STAGED_UPLOAD_BYTES / 1024 / 1024} MiB in all (${Math.ceil(staged / 1024 / 1024)} MiB staged already)`);
+    }
+    this.#staged.set(leaseId, staged + bytes);
     const batch = `${Date.now().toString(36)}${Math.random().toString(36).slice(2, 8)}`;
     const out: string[] = [];
     files.forEach((f, i) => {

@@ -1,5 +1,5 @@
 import { expect } from 'chai';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { startBrowserWorld, CHROMIUM, type BrowserWorld } from '../helpers/browser-world.js';
@@ -73,6 +73,38 @@ describe('attack: host files through the browser (file inputs, file:// pages)', 
     expect(missing.error?.message).to.include('/home/agent/nope.txt');
     agent.close();
     await w.t.api.post(`/v1/browser/leases/${l.id}/release`);
+  });
+
+  it('attack: file inputs set again and again stage at most 128 MiB per lease on the host; past it refused, with the reason', async () => {
+    const e = await w.env();
+    await waitState(w.t.api, e.id, 'running');
+    expect((await sh(w.t.api, e.id, 'head -c 16777216 /dev/zero > big.bin && echo ok')).stdout).to.equal('ok\n');
+    const l = await w.lease(e.id);
+    const agent = await RawCdp.connect(l.cdp_url);
+    const p = await agent.newPage();
+    await agent.navigate(p.sessionId, 'https://app.example.com/upload');
+    const doc = await agent.ok('DOM.getDocument', {}, p.sessionId);
+    const { nodeId } = await agent.ok('DOM.querySelector', { nodeId: doc.root.nodeId, selector: '#f' }, p.sessionId);
+    const found = w.t.svc.browserBroker.browserOf(l.id)!;
+    const uploads = join(found.browser.sandbox.stagingDir, 'uploads', l.id);
+    const stagedBytes = (): number => {
+      let n = 0;
+      const walk = (d: string): void => {
+        for (const x of readdirSync(d, { withFileTypes: true })) x.isDirectory() ? walk(join(d, x.name)) : (n += statSync(join(d, x.name)).size);
+      };
+      if (existsSync(uploads)) walk(uploads);
+      return n;
+    };
+    // 8 × 16 MiB fits (128 MiB); one more file is refused whole, nothing more staged.
+    await agent.ok('DOM.setFileInputFiles', { files: Array.from({ length: 8 }, () => '/home/agent/big.bin'), nodeId }, p.sessionId);
+    const more = await agent.send('DOM.setFileInputFiles', { files: ['/home/agent/big.bin'], nodeId }, p.sessionId);
+    expect(more.error?.message).to.match(/at most 128 MiB/);
+    expect(stagedBytes()).to.equal(128 * 1024 * 1024);
+    agent.close();
+    await w.t.api.post(`/v1/browser/leases/${l.id}/release`);
+    // Released: the copies are gone from the host.
+    for (let i = 0; i < 100 && existsSync(uploads); i++) await new Promise((res) => setTimeout(res, 50));
+    expect(existsSync(uploads)).to.equal(false);
   });
 
   it('file:// and browser-internal pages: refused by the relay (navigate, createTarget) and blocked by Chromium\'s policy (page script, window.open, a link)', async () => {
