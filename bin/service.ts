@@ -641,7 +641,7 @@ export async function startService(config: Readonly<Config>, log: Logger, opts: 
   routers.push(secretsRouter({ secrets }), egressRouter({ egress }), mcpRouter({ mcp: mcpServers }));
   routers.push(webhooksRouter({ endpoints: webhookEndpoints, deliveries: webhookDelivery }));
   // Mounted always so the OpenAPI document lists it; without GATEWAY_TEST_CLOCK=1 it answers 404 no such route.
-  routers.push(testClockRouter({ enabled: config.testClock, clock, runDue }));
+  routers.push(testClockRouter({ enabled: config.testClock, clock, runDue, beforeAdvance: async () => void (await hostAgent?.sampleActivity()) }));
   routers.push(policiesRouter({ policies }), approvalsRouter({ approvals }));
   routers.push(auditRouter({ audit }));
   routers.push(connectionsRouter({

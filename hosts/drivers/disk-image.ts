@@ -257,6 +257,16 @@ export class DiskImages {
     return this.#making;
   }
 
+  /** Whether no loop device is bound to the image, waiting up to `ms` for a lazy detach to finish. */
+  async #released(img: string, ms: number): Promise<boolean> {
+    const until = Date.now() + ms;
+    for (;;) {
+      if ((await this.boundDevice(img)) === null) return true;
+      if (Date.now() >= until) return false;
+      await new Promise((r) => setTimeout(r, 50));
+    }
+  }
+
   /** A loop device already bound to the image (to be reused), or null (a fresh image: none can be). */
   async boundDevice(img: string): Promise<string | null> {
     if (this.#fresh.has(img)) return null;
@@ -315,7 +325,7 @@ export class DiskImages {
    * offline at the next start: 'deferred'). `dev` null: not mounted (a start), grown
    * offline (e2fsck -f, resize2fs). A smaller `gib` is refused: a disk never shrinks.
    */
-  async grow(img: string, dev: string | null, gib: number): Promise<'grown' | 'same' | 'refused' | 'deferred'> {
+  async grow(img: string, dev: string | null, gib: number, releaseWaitMs = 10_000): Promise<'grown' | 'same' | 'refused' | 'deferred' | 'busy'> {
     const want = gib * GIB;
     const have = this.size(img);
     if (this.#fresh.has(img) && want === have) return 'same';
@@ -332,6 +342,13 @@ export class DiskImages {
       const r = await run(this.tools.resize2fs, [dev]);
       return r.code === 0 ? 'grown' : 'deferred';
     }
+    // Offline only while no filesystem of the kernel's holds the image: a loop device still
+    // bound to it is the previous run's mount going away lazily (a process of the run still
+    // exiting holds it). Its superblock is live: e2fsck and resize2fs on the file under it
+    // would be undone (or corrupted) when it is written back, and a mount of that device
+    // now shares it at the old size. Wait for it to go; if it does not, the disk grows at a
+    // later start.
+    if (!(await this.#released(img, releaseWaitMs))) return 'busy';
     const fsck = await run(this.tools.e2fsck, ['-f', '-p', '--', img], 600_000);
     // 0: clean, 1: errors corrected; anything else: leave the filesystem as it is.
     if (fsck.code !== 0 && fsck.code !== 1) throw new Error(`e2fsck: ${(fsck.stderr || fsck.stdout).trim().slice(0, 300)}`);

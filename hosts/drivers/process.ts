@@ -556,6 +556,7 @@ export class ProcessDriver implements HostDriver {
     const r = await this.#images!.grow(img, loop, spec.diskGib);
     if (r === 'grown') this.opts.log.info({ environment_id: spec.id, disk_gib: spec.diskGib }, 'data disk grown');
     if (r === 'deferred') this.opts.log.warn({ environment_id: spec.id, disk_gib: spec.diskGib }, 'the data disk could not be grown while it runs (the host\'s root lacks CAP_SYS_RESOURCE): it grows at its next start');
+    if (r === 'busy') this.opts.log.warn({ environment_id: spec.id, disk_gib: spec.diskGib }, 'the data disk is still held by its previous run (a loop device not yet let go): it grows at a later start');
     if (r === 'refused') {
       this.opts.log.warn({ environment_id: spec.id, disk_gib: spec.diskGib, disk_bytes: this.#images!.size(img) }, 'disk_gib is below the disk\'s size: a disk is never shrunk (its data could not be kept safely); it keeps its size');
     }

@@ -249,14 +249,15 @@ describe('browser leases: the per-developer limit and the save deadline (Chromiu
     const p = (await t.api.post('/v1/browser/profiles', { end_user_id: 'deadline', name: 'p' })).body;
     for (const l of (await t.api.get('/v1/browser/leases?state=active')).body.data) await t.api.post(`/v1/browser/leases/${l.id}/release`);
     const l = (await t.api.post('/v1/browser/leases', { environment_id: env.id, profile_id: p.id })).body;
-    // As if the export were lost: releasing with its deadline set, the context gone.
-    await t.svc.db('browser_leases').where({ id: l.id }).update({ state: 'releasing', expires_at: t.svc.clock.nowMs() + 60_000 });
+    // As if the export were lost: the context gone, then releasing with its deadline set.
     await t.svc.browserBroker.close(l.id);
-    // The service clock is wall time plus what was advanced: 5 s of margin before the deadline
-    // for the real time this takes on a loaded machine (1 s was not always enough in CI).
-    await t.advance(55);
+    await t.svc.db('browser_leases').where({ id: l.id }).update({ state: 'releasing', expires_at: t.svc.clock.nowMs() + 60_000 });
+    // The service clock is wall time plus what was advanced: 30 s of margin before the
+    // deadline for the real time this takes on a loaded machine (5 s was not always enough
+    // with CI's two runs side by side; closing the context first no longer counts).
+    await t.advance(30);
     expect((await t.api.get(`/v1/browser/leases/${l.id}`)).body.state).to.equal('releasing');
-    await t.advance(6);
+    await t.advance(31);
     const done = (await t.api.get(`/v1/browser/leases/${l.id}`)).body;
     expect(done).to.include({ state: 'released', save_outcome: 'discarded' });
     expect((await t.api.get(`/v1/browser/profiles/${p.id}`)).body.version).to.equal(0);

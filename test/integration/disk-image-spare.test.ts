@@ -1,5 +1,5 @@
 import { expect } from 'chai';
-import { execFileSync } from 'node:child_process';
+import { execFileSync, spawn } from 'node:child_process';
 import { mkdirSync, mkdtempSync, readFileSync, readdirSync, realpathSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -184,6 +184,34 @@ describe('hosts: the spare disk image and the start\'s mounts of the process run
       await relative.move('relative/dir').then(() => expect.fail('took a relative path'), (err: Error) => expect(err.message).to.equal('the mount mover moved nothing'));
     } finally {
       for (const at of [...mountsAt(to), ...mountsAt(slot)].reverse()) execFileSync('umount', [at]);
+    }
+  });
+  it('an offline grow waits for the previous run\'s mount to let go of its loop device, and never fscks or resizes under a live filesystem (busy)', async () => {
+    // The race CI met on a loaded machine: a stop unmounts lazily, a process of the run still
+    // holds the mount, the start's offline e2fsck replayed the live journal and resize2fs
+    // grew the file, then the mount of the still-bound loop device shared the live superblock
+    // at the old size (and would write it back over the resize).
+    const tools = findDiskTools().tools!;
+    const own = new DiskImages(tools, () => 0, false, null);
+    const d = envDir('held');
+    const img = join(d, 'disk.img');
+    const at = join(d, 'disk');
+    expect(await own.ensure(img, 1, 201_009)).to.equal(true);
+    await own.mount(img, at);
+    const holder = spawn('/bin/sleep', ['30'], { cwd: at, stdio: 'ignore' });
+    try {
+      await own.release(img, [at]);
+      expect(execFileSync(tools.losetup, ['--list', '--noheadings', '--associated', img]).toString().trim(), 'still bound (the holder)').to.not.equal('');
+      const blocks = (): string => /^Block count:\s+(\d+)/m.exec(execFileSync(tools.dumpe2fs, ['-h', img], { stdio: ['ignore', 'pipe', 'ignore'] }).toString())![1]!;
+      const before = blocks();
+      expect(await own.grow(img, null, 2, 300)).to.equal('busy');
+      expect(blocks(), 'the filesystem on the file is untouched').to.equal(before);
+      // Once the holder is gone the device goes, and the same grow works.
+      holder.kill('SIGKILL');
+      expect(await own.grow(img, null, 2, 10_000)).to.equal('grown');
+      expect(Number(blocks())).to.be.greaterThan(Number(before));
+    } finally {
+      holder.kill('SIGKILL');
     }
   });
 });
