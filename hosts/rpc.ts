@@ -171,7 +171,17 @@ export async function startNodeRpc(opts: NodeRpcOptions): Promise<NodeRpc> {
             command: body.command, cwd: body.cwd, env: body.env,
             stdin: body.stdin !== undefined ? Buffer.from(body.stdin, 'base64') : undefined,
             timeoutMs: body.timeout_ms, maxOutputBytes: body.max_output_bytes,
-            onOutput: body.stream ? (o, d) => res.write(`${JSON.stringify({ o, d: d.toString('base64') })}\n`) : undefined,
+            onOutput: body.stream
+              ? (o, d) => {
+                if (res.destroyed) return;
+                res.write(`${JSON.stringify({ o, d: d.toString('base64') })}\n`);
+                // The node reading this stream stopped (its own client did): cut it, never hold it all.
+                if (res.writableLength > 8 * 1024 * 1024) {
+                  abort.abort();
+                  res.destroy();
+                }
+              }
+              : undefined,
             signal: abort.signal,
           });
           res.end(`${JSON.stringify({ result: { ...r, stdout: r.stdout.toString('base64'), stderr: r.stderr.toString('base64') } })}\n`);

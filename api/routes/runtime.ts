@@ -23,6 +23,9 @@ const RUNTIME_ERRORS: ErrorCode[] = ['environment_failed', 'environment_destroye
  * minutes): `stdout` and `stderr` events carry `{data}` (UTF-8 text) as output comes, and
  * one `exit` event ends the stream with `{exit_code, duration_ms, timed_out, ...}`.
  */
+/** Output of a streamed exec the client may leave unread before the command is killed and its stream cut. */
+export const EXEC_STREAM_BACKLOG_BYTES = 8 * 1024 * 1024;
+
 export function runtimeRouter(deps: { runtime: RuntimeService }): Router {
   const { runtime } = deps;
   const r = Router();
@@ -53,7 +56,15 @@ export function runtimeRouter(deps: { runtime: RuntimeService }): Router {
         started = true;
         res.writeHead(200, { 'Content-Type': 'text/event-stream', 'Cache-Control': 'no-store', 'X-Accel-Buffering': 'no' });
       }
+      if (res.destroyed) return;
       res.write(`event: ${event}\ndata: ${JSON.stringify(data)}\n\n`);
+      // A client that stops reading would make the service hold all the command's output
+      // (`yes` for 600 s: ~100 MiB/s of memory, every tenant's process): past the backlog
+      // the command is killed and the stream cut, as a closed connection does.
+      if (res.writableLength > EXEC_STREAM_BACKLOG_BYTES) {
+        abort.abort();
+        res.destroy();
+      }
     };
     res.on('close', () => {
       if (!res.writableFinished) abort.abort();

@@ -256,6 +256,14 @@ const CGROUP_JOIN = 'n=$1; shift; while [ "$n" -gt 0 ]; do echo $$ > "$1" || exi
 const SERVICE_TMPFS = 'size=16m,nr_inodes=4096,mode=0755,nodev,nosuid,noexec';
 const ETC_TMPFS = 'size=1m,nr_inodes=64,mode=0755,nodev,nosuid,noexec';
 
+/**
+ * Connections one environment may hold open at once on each socket of its /run/service
+ * (past it a new one is closed at once): gateway.sock carries every outbound connection of
+ * the agent (a browser or a crawler opens a few hundred at most); the control and browser
+ * sockets far fewer.
+ */
+export const MAX_SOCKET_CONNECTIONS = { gateway: 1024, control: 64, browser: 64 } as const;
+
 export class ProcessDriver implements HostDriver {
   readonly name = 'process';
   readonly #vms = new Map<string, Vm>();
@@ -674,7 +682,14 @@ export class ProcessDriver implements HostDriver {
       inside.pipe(out).pipe(inside);
       inside.on('error', () => out.destroy());
       out.on('error', () => inside.destroy());
+      // The proxy's side gone: the inside one goes too once written out (not half-open for
+      // as long as the agent keeps it, each one a file descriptor of the service).
+      out.on('close', () => inside.destroySoon());
     });
+    // Each connection is up to three of the service's file descriptors (this one, the
+    // proxy's client and its accepted socket): an agent opening them without end took the
+    // service to its limit, and every tenant's requests and starts failed (EMFILE).
+    bridge.maxConnections = MAX_SOCKET_CONNECTIONS.gateway;
     await new Promise<void>((resolve, reject) => {
       bridge.once('error', reject);
       bridge.listen(sockPath, () => resolve());
@@ -696,6 +711,7 @@ export class ProcessDriver implements HostDriver {
       }));
       control.headersTimeout = 10_000;
       control.requestTimeout = 30_000;
+      control.maxConnections = MAX_SOCKET_CONNECTIONS.control;
       await new Promise<void>((resolve, reject) => {
         control!.once('error', reject);
         control!.listen(ctlPath, () => resolve());
@@ -711,6 +727,7 @@ export class ProcessDriver implements HostDriver {
         res.writeHead(404, { 'content-type': 'application/json' }).end('{"error":"not_found","message":"CDP endpoints only (WebSocket)"}');
       });
       browser.on('upgrade', this.opts.browser(id));
+      browser.maxConnections = MAX_SOCKET_CONNECTIONS.browser;
       await new Promise<void>((resolve, reject) => {
         browser!.once('error', reject);
         browser!.listen(brPath, () => resolve());
@@ -1314,6 +1331,10 @@ export class ProcessDriver implements HostDriver {
     let timedOut = false;
     const killTree = async (): Promise<void> => {
       await this.#cgroups.kill(id, tag);
+      // Its process group only while the launcher lives: once it has exited (a command that
+      // left a setsid'd process holding its output), its pid may be another process's group
+      // on the host by now, and root's SIGKILL would go there. The cgroup covers the tree.
+      if (child.exitCode !== null || child.signalCode !== null) return;
       try {
         process.kill(-child.pid!, 'SIGKILL');
       } catch { /* gone */ }
