@@ -46,6 +46,23 @@ describe('attack: the browser\'s resources (frames, pages)', function () {
     await w.t.api.post(`/v1/browser/leases/${l.id}/release`);
   });
 
+  it('a client that stops reading its answers is cut (1008) once 64 MiB wait for it; the service does not hold the rest', async () => {
+    const e = await w.env();
+    const l = await w.lease(e.id);
+    const agent = await RawCdp.connect(l.cdp_url);
+    const p = await agent.newPage();
+    // Stop reading, then ask for 8 MiB answers again and again (the command is small, the answer large).
+    (agent.ws as unknown as { _socket: import('node:net').Socket })._socket.pause();
+    for (let i = 1; i <= 12; i++) agent.ws.send(JSON.stringify({ id: 1000 + i, sessionId: p.sessionId, method: 'Runtime.evaluate', params: { expression: `"z".repeat(${8 * 1024 * 1024})`, returnByValue: true } }));
+    await new Promise((r) => setTimeout(r, 8000));
+    (agent.ws as unknown as { _socket: import('node:net').Socket })._socket.resume();
+    const closed = await Promise.race([agent.closed, new Promise<{ code: number }>((r) => setTimeout(() => r({ code: -1 }), 20_000))]);
+    expect(closed.code).to.equal(1008);
+    // Fewer answers than asked for reached it: the rest were never held.
+    expect(agent.frames.filter((f) => f.includes('"id":10')).length).to.be.below(12);
+    await w.t.api.post(`/v1/browser/leases/${l.id}/release`);
+  });
+
   it('a page that takes 2 GiB in a 512 MiB environment: the kernel kills the browser\'s renderer, the environment\'s own process lives on, the cgroup never passes its limit', async function () {
     const e = await w.env(undefined, { resources: { cpus: 1, memory_mib: 512, base_memory_mib: 256 } });
     await waitState(w.t.api, e.id, 'running');
