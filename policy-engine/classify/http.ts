@@ -97,13 +97,18 @@ export function parseRequest(req: ClassifyRequest): ParsedRequest {
 /**
  * The methods a request is classified under, X-HTTP-Method-Override counting as the
  * method (decisions.md).
- *  - Google honours the header (its own client libraries turn a long GET into a POST with
- *    `X-HTTP-Method-Override: GET`), so for Google APIs the override *replaces* the method.
+ *  - Google honours the header on POST (its own client libraries turn a long GET into a POST
+ *    with `X-HTTP-Method-Override: GET`), so for Google APIs the override *replaces* a POST;
+ *    with any other wire method both count, as elsewhere.
  *  - Elsewhere the server may ignore the header, so both the wire method and the override
  *    are classified and the more dangerous answer wins: a POST with "override: GET" sent
  *    to a server that ignores the header is still a POST.
  */
 export function googleMethods(p: ParsedRequest): readonly string[] {
+  // Google documents the override on POST (its libraries' long GETs); on any other wire
+  // method it may run the wire method, so both count there and the more dangerous wins:
+  // `DELETE` with `X-HTTP-Method-Override: GET` is a delete.
+  if (p.overrides.length > 0 && p.method !== 'POST') return [p.method, ...p.overrides];
   return p.overrides.length > 0 ? p.overrides : [p.method];
 }
 

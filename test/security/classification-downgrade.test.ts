@@ -58,6 +58,13 @@ describe('security: a dangerous request cannot be classified as a harmless one (
     await deniedAsDelete(await gmail('/batch/gmail/v1', body, { 'content-type': 'multipart/mixed; boundary=b', 'x-http-method-override': 'GET' }, 'www.googleapis.com'));
   });
 
+  it('attack: a DELETE sent with X-HTTP-Method-Override: GET (Google documents the override on POST only) is a delete', async () => {
+    const r = await request(`https://gmail.googleapis.com${U}/messages/1`, {
+      dispatcher: proxyAgent(w.gw), method: 'DELETE', headers: { authorization: `Bearer ${w.ph.GMAIL}`, 'x-http-method-override': 'GET' },
+    });
+    await deniedAsDelete(r);
+  });
+
   it('attack: a batch with two boundary parameters is unreadable, so the most dangerous reading (asked, not passed)', async () => {
     const body = `--a\r\nContent-Type: application/http\r\n\r\nGET ${U}/messages/2\r\n--a--\r\n`;
     const held = gmail('/batch/gmail/v1', body, { 'content-type': 'multipart/mixed; boundary=a; boundary=b' }, 'www.googleapis.com');
