@@ -16,6 +16,13 @@ const V4_BLOCKS: ReadonlyArray<readonly [number, number, string]> = [
   [v4('169.254.0.0'), 16, 'link-local (169.254/16)'],
   [v4('172.16.0.0'), 12, 'private (172.16/12)'],
   [v4('192.168.0.0'), 16, 'private (192.168/16)'],
+  // Clouds' instance endpoints outside the blocks above: Oracle's metadata (192.0.0.192)
+  // and Azure's platform endpoint (WireServer, 168.63.129.16: agent and health protocol).
+  [v4('192.0.0.0'), 24, 'IETF protocol assignments (192.0.0/24)'],
+  [v4('168.63.129.16'), 32, 'Azure platform endpoint (168.63.129.16)'],
+  [v4('198.18.0.0'), 15, 'benchmarking (198.18/15)'],
+  [v4('224.0.0.0'), 4, 'multicast (224/4)'],
+  [v4('240.0.0.0'), 4, 'reserved (240/4, broadcast)'],
 ];
 
 function v4(ip: string): number {

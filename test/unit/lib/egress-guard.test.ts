@@ -33,6 +33,9 @@ describe('egress guard (lib/egress-guard)', () => {
       ['public.test', true], ['mixed.test', true], ['inside.test', 'egress_denied'], ['v6.test', 'egress_denied'], ['nowhere.test', 'upstream_unreachable'],
       ['127.1', 'egress_denied'], ['2130706433', 'egress_denied'], ['[::ffff:10.0.0.1]', 'egress_denied'], ['localhost', 'egress_denied'], ['x.localhost', 'egress_denied'],
       ['169.254.169.254', 'egress_denied'], ['93.184.216.34', true], ['a b', 'egress_denied'],
+      // Cloud instance endpoints outside the private blocks (a third review): Azure's WireServer, Oracle's metadata.
+      ['168.63.129.16', 'egress_denied'], ['192.0.0.192', 'egress_denied'], ['255.255.255.255', 'egress_denied'], ['224.0.0.1', 'egress_denied'],
+      ['168.63.129.17', true],
     ];
     for (const [host, want] of cases) {
       it(`${host} → ${want === true ? 'ok' : want}`, async () => {
