@@ -398,6 +398,7 @@ class Forward implements Dispatcher.DispatchHandler {
     for (const k in headers) {
       const v = headers[k];
       if (v === undefined || RESPONSE_HOP_BY_HOP.has(k)) continue;
+      if (k === 'set-cookie' && this.x.dropSetCookie) continue;
       if (redactor) {
         // The body changes length; a decoded body is no longer encoded.
         if (!bodyless && (k === 'content-length' || k === 'content-md5' || k === 'digest' || (codings.length > 0 && k === 'content-encoding'))) continue;
@@ -688,6 +689,8 @@ class Exchange {
   rest: Readable | undefined = undefined;
   /** Set when a real value was swapped in: the answer is redacted of it. */
   redactor: StreamRedactor | null = null;
+  /** The answer's Set-Cookie is dropped (a credential was swapped into the request; none may mint). */
+  dropSetCookie = false;
   /** Grants with limits the policy used for this request, spent before forwarding (authorize); null: none. */
   spend: Spend[] | null = null;
   /** What the policy read from the request (issue 26), set in evaluate; recorded with the audit entry. */
@@ -919,6 +922,10 @@ class Exchange {
         outHeaders = swapped.headers;
         if (parts.body) this.body = swapped.body;
         this.redactor = new StreamRedactor(swapped.redactions);
+        // A session an upstream opens in answer to the real value is a credential of its own
+        // the gateway never sees: later requests carrying only the cookie would pass as
+        // `no_credential`, past the policy. Dropped, unless every credential swapped may mint.
+        this.dropSetCookie = found.some((c) => !c.allowMinting);
       }
       const headers: Record<string, string | string[]> = {};
       for (const k in outHeaders) {

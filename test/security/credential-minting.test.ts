@@ -95,4 +95,28 @@ describe('security: a swapped secret cannot mint a new credential (hole 1)', fun
     expect(list.find((s) => s.name === 'MINTER')!.allow_minting).to.equal(true);
     expect(list.find((s) => s.name === 'REFRESH')).to.not.have.property('allow_minting');
   });
+  it('attack: a session cookie the upstream sets in answer to the real key is dropped (a credential the gateway would never see); with allow_minting, or without a credential, it passes', async () => {
+    const saved = w.up.respond;
+    w.up.respond = (_req, res) => {
+      res.writeHead(200, { 'content-type': 'application/json', 'set-cookie': ['session=s3ss10n-from-the-real-key; HttpOnly; Secure', 'lb=1'] });
+      res.end('{"ok":true}');
+    };
+    try {
+      const keyed = await request('https://api.github.com/user', { dispatcher: proxyAgent(w.gw), headers: { authorization: `token ${w.ph.GITHUB}` } });
+      await keyed.body.text();
+      expect(keyed.statusCode).to.equal(200);
+      expect(w.up.seen[0]!.headers.authorization).to.equal('token ghp_realGithubTokenNeverForTheAgent0000');
+      expect(keyed.headers['set-cookie']).to.equal(undefined);
+      // The developer's choice: a secret that may mint gets its session.
+      const minting = await post('https://auth.example.com/login', `client_secret=${w.ph.MINTER}`);
+      await minting.body.text();
+      expect(minting.headers['set-cookie']).to.deep.equal(['session=s3ss10n-from-the-real-key; HttpOnly; Secure', 'lb=1']);
+      // No credential swapped: the answer is the upstream's, cookies and all.
+      const plain = await request('https://api.github.com/zen', { dispatcher: proxyAgent(w.gw) });
+      await plain.body.text();
+      expect(plain.headers['set-cookie']).to.deep.equal(['session=s3ss10n-from-the-real-key; HttpOnly; Secure', 'lb=1']);
+    } finally {
+      w.up.respond = saved;
+    }
+  });
 });
