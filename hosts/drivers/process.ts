@@ -294,6 +294,9 @@ export class ProcessDriver implements HostDriver {
 
   constructor(private readonly opts: ProcessDriverOptions) {
     mkdirSync(opts.rootDir, { recursive: true, mode: 0o700 });
+    // Root's only, also when it was there before (mkdir's mode applies only to a new one):
+    // each environment's directory and disk are reached through it, and nothing else guards them.
+    if (process.getuid?.() === 0) chmodSync(opts.rootDir, 0o700);
     this.#cgroups = new Cgroups(opts.hostTag, opts.cgroupRoot);
     if (this.#root && opts.favorDynmods !== false && this.#cgroups.support.layout !== 'none') {
       const f = favorDynmods(opts.cgroupRoot);

@@ -121,6 +121,9 @@ export class QemuDriver implements HostDriver {
 
   constructor(private readonly opts: QemuDriverOptions) {
     mkdirSync(opts.rootDir, { recursive: true, mode: 0o700 });
+    // Root's only, also when it was there before (mkdir's mode applies only to a new one):
+    // each environment's directory and disk are reached through it, and nothing else guards them.
+    if (process.getuid?.() === 0) chmodSync(opts.rootDir, 0o700);
     this.#cgroups = new Cgroups(opts.hostTag, opts.cgroupRoot);
     const missing: string[] = [...this.#cgroups.support.missing];
     if (!existsSync(QEMU)) missing.push('QEMU is not installed: apt-get install qemu-system-x86');
