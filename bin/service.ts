@@ -747,6 +747,9 @@ export async function startService(config: Readonly<Config>, log: Logger, opts: 
       });
       set.add(relay);
       ws.on('close', () => set!.delete(relay));
+      // A release that began while this upgrade was on its way ended the lease's relays
+      // before this one was in the set: asked again now that it is, one of the two closes it.
+      void leases.activeRow(id).then((row) => (row ? undefined : relay.close(1000, 'the lease has ended')), () => relay.close(1011, 'the lease could not be checked'));
     });
   };
   vmCdpUpgrade = (environmentId, req, socket, head) => {
