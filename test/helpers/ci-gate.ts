@@ -15,6 +15,11 @@ import { existsSync } from 'node:fs';
  * (a MySQL snapshot read): SQLite is one connection of one process; and (issue 25)
  * test/e2e/cluster.test.ts (several nodes on one MySQL) and test/integration/health.test.ts's
  * MySQL cut by a relay.
+ *
+ * The other way round, the host-boundary suites (the browser's and the process sandbox's
+ * attack suites, the runtime suite) are not loaded on the MySQL run: .mocharc.cjs lists them
+ * and prints the list at the start of that run; they run on the SQLite run, which CI also
+ * makes (GATEWAY_TEST_ALL=1 runs them on MySQL too).
  */
 export function inCI(): boolean {
   return /^(true|1)$/i.test(process.env.CI ?? '');

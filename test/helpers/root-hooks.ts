@@ -1,7 +1,7 @@
 import { dropTemplate } from './db.js';
 
 /**
- * Mocha root hooks (.mocharc.json `require`): once every suite of the run is done, the
+ * Mocha root hooks (.mocharc.cjs `require`): once every suite of the run is done, the
  * template database the fresh test databases were copied from is dropped (test/helpers/db.ts).
  */
 export const mochaHooks = {
