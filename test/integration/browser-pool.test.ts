@@ -38,10 +38,24 @@ function idleSlotUids(): number[] {
     if (!/^\d+$/.test(p)) continue;
     try {
       const uid = uidOf(Number(p));
-      if (isSlotUid(uid) && !/\/env_/.test(readFileSync(`/proc/${p}/cgroup`, 'utf8'))) uids.add(uid);
+      if (isSlotUid(uid) && ours(Number(p)) && !/\/env_/.test(readFileSync(`/proc/${p}/cgroup`, 'utf8'))) uids.add(uid);
     } catch { /* gone */ }
   }
   return [...uids];
+}
+
+/**
+ * Whether a process descends from this test process (its services' browsers do): another
+ * test run on the machine (CI runs two side by side) has slots of its own, not this one's.
+ */
+function ours(pid: number): boolean {
+  for (let p = pid, i = 0; p > 1 && i < 64; i++) {
+    if (p === process.pid) return true;
+    // The parent is the 4th field of /proc/<pid>/stat, after the command name in parentheses.
+    const stat = readFileSync(`/proc/${p}/stat`, 'utf8');
+    p = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
+  }
+  return false;
 }
 
 describe('browser pool: browsers started ahead for first leases (issue 29, item 3)', function () {
