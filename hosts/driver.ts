@@ -38,6 +38,13 @@ export interface ExecRequest {
   signal?: AbortSignal;
 }
 
+/**
+ * Output of a streamed exec its reader may leave unread (the API's client, or the node
+ * reading a remote host's stream) before the command is killed and its stream cut: the
+ * service never holds a command's whole output.
+ */
+export const EXEC_STREAM_BACKLOG_BYTES = 8 * 1024 * 1024;
+
 export interface ExecResult {
   exitCode: number | null;
   signal: string | null;

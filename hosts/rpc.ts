@@ -3,7 +3,7 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import type { AddressInfo } from 'node:net';
 import { Agent, request } from 'undici';
 import { constantTimeEqual } from '../lib/crypto.js';
-import { DriverError, type ExecRequest, type ExecResult } from './driver.js';
+import { DriverError, EXEC_STREAM_BACKLOG_BYTES, type ExecRequest, type ExecResult } from './driver.js';
 import type { HostAgent } from './host-agent.js';
 
 /**
@@ -176,7 +176,7 @@ export async function startNodeRpc(opts: NodeRpcOptions): Promise<NodeRpc> {
                 if (res.destroyed) return;
                 res.write(`${JSON.stringify({ o, d: d.toString('base64') })}\n`);
                 // The node reading this stream stopped (its own client did): cut it, never hold it all.
-                if (res.writableLength > 8 * 1024 * 1024) {
+                if (res.writableLength > EXEC_STREAM_BACKLOG_BYTES) {
                   abort.abort();
                   res.destroy();
                 }

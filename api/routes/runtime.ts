@@ -1,6 +1,7 @@
 import { Router } from 'express';
 import { ServiceError } from '../../lib/errors.js';
 import type { RuntimeService, ExecInput } from '../../hosts/runtime.service.js';
+import { EXEC_STREAM_BACKLOG_BYTES } from '../../hosts/driver.js';
 import { developerOf } from '../middleware/auth.js';
 import { requireJson, noBody } from '../middleware/json-body.js';
 import { validateBody } from '../validation.js';
@@ -23,9 +24,6 @@ const RUNTIME_ERRORS: ErrorCode[] = ['environment_failed', 'environment_destroye
  * minutes): `stdout` and `stderr` events carry `{data}` (UTF-8 text) as output comes, and
  * one `exit` event ends the stream with `{exit_code, duration_ms, timed_out, ...}`.
  */
-/** Output of a streamed exec the client may leave unread before the command is killed and its stream cut. */
-export const EXEC_STREAM_BACKLOG_BYTES = 8 * 1024 * 1024;
-
 export function runtimeRouter(deps: { runtime: RuntimeService }): Router {
   const { runtime } = deps;
   const r = Router();

@@ -158,22 +158,19 @@ function skipSpTab(s: string, from: number): number {
 }
 
 /**
- * `s` without leading and trailing spaces and tabs (RFC 2046 LWSP, transport padding after
- * a delimiter), in linear time: `/[ \t]*$/` is quadratic on a long run of spaces that ends
- * in another character, and each body line of a batch is trimmed.
+ * `s` without trailing spaces and tabs (RFC 2046 LWSP: transport padding after a
+ * delimiter), in linear time: `/[ \t]*$/` is quadratic on a long run of spaces that ends in
+ * another character, and each body line of a batch is trimmed.
  */
-function trimSpTab(s: string): string {
-  let end = s.length;
-  while (end > 0 && (s.charCodeAt(end - 1) === 0x20 || s.charCodeAt(end - 1) === 0x09)) end--;
-  const start = skipSpTab(s, 0);
-  return start >= end ? '' : s.slice(start, end);
-}
-
-/** Transport padding only: trailing spaces and tabs (a delimiter line's start is exact). */
 function trimPadding(s: string): string {
   let end = s.length;
   while (end > 0 && (s.charCodeAt(end - 1) === 0x20 || s.charCodeAt(end - 1) === 0x09)) end--;
   return end === s.length ? s : s.slice(0, end);
+}
+
+/** `s` without leading and trailing spaces and tabs. */
+function trimSpTab(s: string): string {
+  return trimPadding(s.slice(skipSpTab(s, 0)));
 }
 
 /**

@@ -37,15 +37,21 @@ describe('attack: host files through the browser (file inputs, file:// pages)', 
 
   const leaked = (agent: RawCdp): boolean => agent.frames.some((f) => f.includes(CANARY));
 
-  it('DOM.setFileInputFiles with a host path is refused, and the page reads nothing', async () => {
-    const e = await w.env();
-    const l = await w.lease(e.id);
-    const agent = await RawCdp.connect(l.cdp_url);
+  /** The agent's connection, on the upload page (a file input `#f` whose file the page reads back). */
+  async function uploadPage(cdpUrl: string): Promise<{ agent: RawCdp; p: { targetId: string; sessionId: string }; nodeId: number }> {
+    const agent = await RawCdp.connect(cdpUrl);
     const p = await agent.newPage();
     await agent.navigate(p.sessionId, 'https://app.example.com/upload');
     await agent.ok('DOM.enable', {}, p.sessionId);
     const doc = await agent.ok('DOM.getDocument', {}, p.sessionId);
     const { nodeId } = await agent.ok('DOM.querySelector', { nodeId: doc.root.nodeId, selector: '#f' }, p.sessionId);
+    return { agent, p, nodeId };
+  }
+
+  it('DOM.setFileInputFiles with a host path is refused, and the page reads nothing', async () => {
+    const e = await w.env();
+    const l = await w.lease(e.id);
+    const { agent, p, nodeId } = await uploadPage(l.cdp_url);
     for (const path of [join(w.t.svc.dataDir, 'canary.key'), join(canaryDir, 'canary.txt'), join(w.t.svc.dataDir, 'master.key'), '/etc/shadow', '/proc/self/environ', '/home/agent/../../etc/shadow']) {
       const r = await agent.send('DOM.setFileInputFiles', { files: [path], nodeId }, p.sessionId);
       expect(r.error?.message, `setFileInputFiles ${path}`).to.match(/environment's disk|never a host path|\.\./);
@@ -61,11 +67,7 @@ describe('attack: host files through the browser (file inputs, file:// pages)', 
     await waitState(w.t.api, e.id, 'running');
     await w.t.api.put(`/v1/environments/${e.id}/files`, { path: 'report.csv', content: 'a,b\n1,2\n' });
     const l = await w.lease(e.id);
-    const agent = await RawCdp.connect(l.cdp_url);
-    const p = await agent.newPage();
-    await agent.navigate(p.sessionId, 'https://app.example.com/upload');
-    const doc = await agent.ok('DOM.getDocument', {}, p.sessionId);
-    const { nodeId } = await agent.ok('DOM.querySelector', { nodeId: doc.root.nodeId, selector: '#f' }, p.sessionId);
+    const { agent, p, nodeId } = await uploadPage(l.cdp_url);
     await agent.ok('DOM.setFileInputFiles', { files: ['/home/agent/report.csv'], nodeId }, p.sessionId);
     expect(await agent.evaluate(p.sessionId, 'window.read()')).to.equal('a,b\n1,2\n');
     // Not a file of the disk: refused, with its reason.
@@ -80,11 +82,7 @@ describe('attack: host files through the browser (file inputs, file:// pages)', 
     await waitState(w.t.api, e.id, 'running');
     expect((await sh(w.t.api, e.id, 'head -c 16777216 /dev/zero > big.bin && echo ok')).stdout).to.equal('ok\n');
     const l = await w.lease(e.id);
-    const agent = await RawCdp.connect(l.cdp_url);
-    const p = await agent.newPage();
-    await agent.navigate(p.sessionId, 'https://app.example.com/upload');
-    const doc = await agent.ok('DOM.getDocument', {}, p.sessionId);
-    const { nodeId } = await agent.ok('DOM.querySelector', { nodeId: doc.root.nodeId, selector: '#f' }, p.sessionId);
+    const { agent, p, nodeId } = await uploadPage(l.cdp_url);
     const found = w.t.svc.browserBroker.browserOf(l.id)!;
     const uploads = join(found.browser.sandbox.stagingDir, 'uploads', l.id);
     const stagedBytes = (): number => {
