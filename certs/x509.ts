@@ -52,7 +52,11 @@ export interface ForeignPublicKey {
 
 export function foreignPublicKey(key: KeyObject): ForeignPublicKey {
   const der = key.export({ type: 'spki', format: 'der' });
-  const spki = forge.asn1.fromDer(forge.util.createBuffer(der.toString('binary')));
+  // decodeBitStrings off: forge otherwise parses a BIT STRING's contents as DER when they happen to read as DER
+  // (a P-256 point 04 3f ... is an OCTET STRING of 63 bytes, about one key in 256), and the key bits are lost.
+  // (@types/node-forge knows only the older `strict` flag; forge 1.x takes these options.)
+  const fromDer = forge.asn1.fromDer as unknown as (bytes: forge.util.ByteBuffer, options: { decodeBitStrings: boolean }) => forge.asn1.Asn1;
+  const spki = fromDer(forge.util.createBuffer(der.toString('binary')), { decodeBitStrings: false });
   const bits = (spki.value as forge.asn1.Asn1[])[1]!.value as string; // BIT STRING: unused-bits byte, then the key
   return { spki, subjectKeyIdentifier: createHash('sha1').update(Buffer.from(bits.slice(1), 'binary')).digest('binary') };
 }

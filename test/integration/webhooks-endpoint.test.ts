@@ -261,9 +261,14 @@ describe('webhook endpoint settings', function () {
     it('writes the envelope text once, with the returned evt_ id, pending and due now', async () => {
       await api.put('/v1/webhook-endpoint', { url: HOOK });
       const at = t.svc.clock.nowMs();
-      const id = await withTx(t.svc.db, (trx) => enqueueEvent(trx, event(at)));
+      // Read inside the enqueuing transaction: once it commits, the service's delivery worker may take the event
+      // (attempts 1) before this test reads it.
+      const { id, written } = await withTx(t.svc.db, async (trx) => {
+        const queued = await enqueueEvent(trx, event(at));
+        return { id: queued, written: await trx('webhook_events').where({ developer_id: DEFAULT_DEVELOPER_ID }).select('*') };
+      });
       expect(id).to.match(/^evt_[0-9a-f]{24}$/);
-      const [row, ...rest] = await rows();
+      const [row, ...rest] = written;
       expect(rest).to.have.length(0);
       expect(row.id).to.equal(id);
       expect(row.status).to.equal('pending');

@@ -1,6 +1,8 @@
 import { expect } from 'chai';
-import { X509Certificate, createHash, createPrivateKey, createPublicKey } from 'node:crypto';
+import { X509Certificate, createHash, createPrivateKey, createPublicKey, generateKeyPairSync } from 'node:crypto';
+import forge from 'node-forge';
 import { generateCa, type CaMaterial } from '../../../certs/ca.js';
+import { foreignPublicKey } from '../../../certs/x509.js';
 import { InvalidHostnameError, createLeafIssuer, normalizeLeafHostname, type LeafIssuer } from '../../../certs/leaf.js';
 import { createSniCallback } from '../../../certs/mitm.js';
 import { OID, extensions, serialBytes } from './der.js';
@@ -90,6 +92,20 @@ describe('certs/leaf createLeafIssuer', () => {
     const point = spki.subarray(spki.length - 65); // uncompressed P-256 point, the end of the SPKI
     const ski = extensions(leafPem).get(OID.subjectKeyIdentifier)!.value.content;
     expect(ski.equals(createHash('sha1').update(point).digest())).to.equal(true);
+  });
+
+  it('a key whose point happens to parse as DER (x begins 0x3f, about 1 key in 256): the same SPKI and identifier', () => {
+    // The 65-byte point 04 3f <63 bytes> reads as an OCTET STRING of 63 bytes; a parser that decodes BIT STRING contents
+    // turns it into a structure, and the identifier came out wrong on CI.
+    let key = generateKeyPairSync('ec', { namedCurve: 'prime256v1' }).publicKey;
+    while (key.export({ type: 'spki', format: 'der' }).readUInt8(27) !== 0x3f) {
+      key = generateKeyPairSync('ec', { namedCurve: 'prime256v1' }).publicKey;
+    }
+    const der = key.export({ type: 'spki', format: 'der' });
+    const foreign = foreignPublicKey(key);
+    expect(Buffer.from(forge.asn1.toDer(foreign.spki).getBytes(), 'binary').equals(der)).to.equal(true);
+    const want = createHash('sha1').update(der.subarray(der.length - 65)).digest();
+    expect(Buffer.from(foreign.subjectKeyIdentifier, 'binary').equals(want)).to.equal(true);
   });
 
   it('keyType rsa: an RSA-2048 leaf key, keyUsage digitalSignature | keyEncipherment', async () => {
