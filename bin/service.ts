@@ -433,7 +433,7 @@ export async function startService(config: Readonly<Config>, log: Logger, opts: 
   };
   // Filled in as the servers bind: the gateway never forwards to the service itself.
   const managementTargets = new Set<string>();
-  const pipeline = createPipeline({ ports, upstream, log, managementTargets, metrics });
+  const pipeline = createPipeline({ ports, upstream, log, managementTargets, metrics, bodyBudget: config.requestBuffer });
   const proxy = await startGatewayProxy({
     host: config.host, port: config.proxyPort, sslCaDir: await prepareMitmCaDir(config.dataDir, ca), sni: createSniCallback(issuer),
     authenticate: proxyCredentials.authenticate, egressAllows: ports.egressAllows, credentials: ports.credentials, pipeline, upstream, audit: ports.audit, log,

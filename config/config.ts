@@ -75,6 +75,13 @@ export interface Config {
    * port, and also here when it is set. 0 picks a free port.
    */
   healthPort: number | null;
+  /**
+   * GATEWAY_REQUEST_BUFFER_MIB (default 64) and GATEWAY_REQUEST_BUFFER_TOTAL_MIB (default 512):
+   * bytes of request bodies the gateway keeps in memory at once for one environment and for
+   * all (held for approval, scanned, decoded); past either, a body to hold is refused 413
+   * (proxy/body-budget.ts).
+   */
+  requestBuffer: { perEnvironmentBytes: number; totalBytes: number };
   /** GATEWAY_SHUTDOWN_GRACE_SECS (default 30): how long SIGTERM lets requests under way finish. */
   shutdownGraceMs: number;
   /** GATEWAY_HOST_HEARTBEAT_SECS (default 5): how often an environment host writes its heartbeat to the store. */
@@ -167,6 +174,8 @@ const schema = Joi.object({
   GATEWAY_BROWSER_PAGES_PER_LEASE: Joi.number().integer().min(1).max(1000).default(10),
   GATEWAY_BROWSER_POOL_SIZE: Joi.number().integer().min(0).max(64).default(2),
   GATEWAY_HEALTH_PORT: port,
+  GATEWAY_REQUEST_BUFFER_MIB: Joi.number().integer().min(1).max(1_048_576).default(64),
+  GATEWAY_REQUEST_BUFFER_TOTAL_MIB: Joi.number().integer().min(Joi.ref('GATEWAY_REQUEST_BUFFER_MIB')).max(1_048_576).default(512),
   GATEWAY_SHUTDOWN_GRACE_SECS: Joi.number().integer().min(0).max(3600).default(30),
   GATEWAY_HOST_HEARTBEAT_SECS: Joi.number().integer().min(1).max(300).default(5),
   GATEWAY_HOST_OFFLINE_SECS: Joi.number().integer().max(3600).greater(Joi.ref('GATEWAY_HOST_HEARTBEAT_SECS')).default(30),
@@ -263,6 +272,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Readonly<Confi
     browserPagesPerLease: value.GATEWAY_BROWSER_PAGES_PER_LEASE,
     browserPoolSize: value.GATEWAY_BROWSER_POOL_SIZE,
     healthPort: value.GATEWAY_HEALTH_PORT ?? null,
+    requestBuffer: Object.freeze({ perEnvironmentBytes: value.GATEWAY_REQUEST_BUFFER_MIB * 1024 * 1024, totalBytes: value.GATEWAY_REQUEST_BUFFER_TOTAL_MIB * 1024 * 1024 }),
     shutdownGraceMs: value.GATEWAY_SHUTDOWN_GRACE_SECS * 1000,
     hostHeartbeatMs: value.GATEWAY_HOST_HEARTBEAT_SECS * 1000,
     hostOfflineMs: value.GATEWAY_HOST_OFFLINE_SECS * 1000,

@@ -17,6 +17,7 @@ import { refusal, sendRefusal, type Refusal } from './refusal.js';
 import { ERROR_CODES } from '../lib/errors.js';
 import { authorityMismatch, hostHeader, originForm, type Target } from './authority.js';
 import { StreamRedactor } from './redact.js';
+import { BodyBudget } from './body-budget.js';
 import { noopMetrics, type Metrics } from '../lib/metrics.js';
 
 /**
@@ -114,6 +115,11 @@ export interface PipelineOptions {
   scanLimitBytes?: number;
   /** A request held for approval is buffered up to this size; beyond, 413. */
   holdLimitBytes?: number;
+  /**
+   * Bytes of request bodies buffered at once, per environment and in all (proxy/body-budget.ts);
+   * a body past either is read as one too large to buffer. Default 64 MiB and 512 MiB.
+   */
+  bodyBudget?: { perEnvironmentBytes: number; totalBytes: number };
   /** Counts requests, their overhead and holds (issue 25, item 2); no-op by default. */
   metrics?: Metrics;
 }
@@ -170,13 +176,19 @@ function countedBody(src: Readable, onEnd: (n: number) => void): Readable {
   return passOn(src, counter);
 }
 
+/** Who pays for the bytes a read buffers (the exchange, charging the body budget). */
+interface BodyCharge {
+  takeBody(n: number): boolean;
+}
+
 /**
- * Reads up to `limit` bytes; `rest` is a stream of the whole body when it was longer.
+ * Reads up to `limit` bytes; `rest` is a stream of the whole body when it was longer, or
+ * when `charge` refused a chunk (`overBudget`: the gateway buffers no more for now).
  * Plain listeners, all removed when done: the Readable async iterator used before left its
  * end-of-stream listeners (and their closures) on the request for as long as the request
  * lived, about 1.2 KiB per request held for approval (docs/performance.md).
  */
-function readUpTo(req: Readable, limit: number): Promise<{ body: Buffer; complete: boolean; rest?: Readable }> {
+function readUpTo(req: Readable, limit: number, charge: BodyCharge): Promise<{ body: Buffer; complete: boolean; rest?: Readable; overBudget?: boolean }> {
   return new Promise((resolve, reject) => {
     const chunks: Buffer[] = [];
     let size = 0;
@@ -189,13 +201,14 @@ function readUpTo(req: Readable, limit: number): Promise<{ body: Buffer; complet
     function onData(chunk: Buffer): void {
       chunks.push(chunk);
       size += chunk.length;
-      if (size <= limit) return;
+      const overBudget = size <= limit && !charge.takeBody(chunk.length);
+      if (size <= limit && !overBudget) return;
       done();
       req.pause();
       const prefix = Buffer.concat(chunks, size);
       const rest = new PassThrough();
       rest.write(prefix);
-      resolve({ body: prefix, complete: false, rest: passOn(req, rest) });
+      resolve({ body: prefix, complete: false, rest: passOn(req, rest), overBudget });
     }
     function onEnd(): void {
       done();
@@ -592,6 +605,7 @@ interface Settings {
   managementTargets: ReadonlySet<string>;
   scanLimit: number;
   holdLimit: number;
+  bodies: BodyBudget;
   metrics: Metrics;
   life: Lifecycle;
 }
@@ -707,6 +721,8 @@ class Exchange {
   mcpTap: ToolsListTap | null = null;
   /** The server's secret sent to another path of its origin than its URL's: unreadable as MCP. */
   mcpOffPath = false;
+  /** Bytes of this request's body charged to the body budget, given back when the exchange ends. */
+  charged = 0;
 
   constructor(
     readonly s: Settings,
@@ -728,6 +744,33 @@ class Exchange {
     this.contentType = headerOnce(h, 'content-type');
     this.hasBody = h['content-length'] !== undefined ? h['content-length'] !== '0' : h['transfer-encoding'] !== undefined;
     this.bodyComplete = !this.hasBody;
+  }
+
+  /** BodyCharge: `n` more bytes of this request's body buffered, if its environment's share and the total allow. */
+  takeBody(n: number): boolean {
+    if (!this.s.bodies.take(this.id.environmentId, n)) return false;
+    this.charged += n;
+    return true;
+  }
+
+  /** Reads on from what a shorter read left (`rest` replays its prefix, charged again as read), or from the request. */
+  readOn(limit: number): ReturnType<typeof readUpTo> {
+    if (this.rest) this.releaseBody();
+    return readUpTo(this.rest ?? this.req, limit, this);
+  }
+
+  /** Gives back what the body budget was charged (the buffered body is no longer counted). */
+  releaseBody(): void {
+    this.s.bodies.give(this.id.environmentId, this.charged);
+    this.charged = 0;
+  }
+
+  /** A held request whose body cannot be buffered: too large, or its environment's share (or the gateway's) is spent. */
+  tooLargeToHold(overBudget: boolean | undefined): Stop {
+    if (!overBudget) return stop(refusal('payload_too_large', `a request held for approval may carry at most ${this.s.holdLimit} bytes`), 'deny', 'payload_too_large');
+    const r = refusal('payload_too_large', `the gateway already buffers as many request bodies for this environment as it may (${this.s.bodies.perEnvironment} bytes, requests held for approval included, or its total across environments): send it again once some have finished`);
+    r.retryAfter = 5;
+    return stop(r, 'deny', 'request_buffer_full');
   }
 
   /** The audit entry, once per exchange: true once it is committed, false when the audit store could not take it. */
@@ -811,7 +854,7 @@ class Exchange {
       if (creds.mcp !== undefined && target.tls) this.mcp = creds.mcp.match(target.host, target.port, pathOnly(url));
       const wantBody = this.hasBody && ((creds.byToken.size > 0 && textual(this.contentType)) || this.mcp !== null || needsBody({ method, host: target.host, path: url, headers: req.headers }));
       if (wantBody) {
-        const r = await readUpTo(req, s.scanLimit);
+        const r = await readUpTo(req, s.scanLimit, this);
         this.body = r.body;
         this.bodyComplete = r.complete;
         this.rest = r.rest;
@@ -1044,8 +1087,8 @@ class Exchange {
       if (d.decision === 'ask') {
         // Held requests are buffered whole, so the approved request is the one that was asked about.
         if (!this.bodyComplete) {
-          const r = await readUpTo(this.rest ?? req, s.holdLimit);
-          if (!r.complete) return stop(refusal('payload_too_large', `a request held for approval may carry at most ${s.holdLimit} bytes`), 'deny', 'payload_too_large');
+          const r = await this.readOn(s.holdLimit);
+          if (!r.complete) return this.tooLargeToHold(r.overBudget);
           this.body = r.body;
           this.bodyComplete = true;
           this.rest = undefined;
@@ -1069,7 +1112,7 @@ class Exchange {
     const { target, req } = this;
     const head = { method: this.method, host: target.host, path: this.url, headers: req.headers };
     if (this.hasBody && !this.bodyComplete && factsNeedBody(head)) {
-      const r = await readUpTo(this.rest ?? req, this.s.holdLimit);
+      const r = await this.readOn(this.s.holdLimit);
       if (r.complete) {
         this.body = r.body;
         this.bodyComplete = true;
@@ -1089,7 +1132,7 @@ class Exchange {
    * ask it was not held for (another node reached the count meanwhile) holds it now.
    */
   async settleCounts(): Promise<Stop | null> {
-    const { s, entry, req } = this;
+    const { s, entry } = this;
     for (const it of this.settles ?? []) {
       for (let round = 1; ; round++) {
         let d: Omit<PolicyDecision, 'settle'> | null;
@@ -1109,8 +1152,8 @@ class Exchange {
         entry.grant_id = d.grant?.id ?? null;
         if (d.decision !== 'ask' || round > 2) return stop(refusal('policy_denied', `policy denies ${it.category} on ${it.c.connector} (${d.reason})`), 'deny', d.reason);
         if (!this.bodyComplete) {
-          const r = await readUpTo(this.rest ?? req, s.holdLimit);
-          if (!r.complete) return stop(refusal('payload_too_large', `a request held for approval may carry at most ${s.holdLimit} bytes`), 'deny', 'payload_too_large');
+          const r = await this.readOn(s.holdLimit);
+          if (!r.complete) return this.tooLargeToHold(r.overBudget);
           this.body = r.body;
           this.bodyComplete = true;
           this.rest = undefined;
@@ -1185,12 +1228,12 @@ class Exchange {
    * on as for an allowed host, whose name is only now looked up and checked.
    */
   async askForHost(u: UnknownHost): Promise<Stop | null> {
-    const { s, entry, target, req } = this;
+    const { s, entry, target } = this;
     entry.connector = u.connector;
     entry.category = u.category;
     if (!this.bodyComplete) {
-      const r = await readUpTo(this.rest ?? req, s.holdLimit);
-      if (!r.complete) return stop(refusal('payload_too_large', `a request held for approval may carry at most ${s.holdLimit} bytes`), 'deny', 'payload_too_large');
+      const r = await this.readOn(s.holdLimit);
+      if (!r.complete) return this.tooLargeToHold(r.overBudget);
       this.body = r.body;
       this.bodyComplete = true;
       this.rest = undefined;
@@ -1294,6 +1337,7 @@ export function createPipeline(opts: PipelineOptions) {
     managementTargets: opts.managementTargets,
     scanLimit: opts.scanLimitBytes ?? 1024 * 1024,
     holdLimit: opts.holdLimitBytes ?? 10 * 1024 * 1024,
+    bodies: new BodyBudget(opts.bodyBudget?.perEnvironmentBytes ?? 64 * 1024 * 1024, opts.bodyBudget?.totalBytes ?? 512 * 1024 * 1024),
     metrics: opts.metrics ?? noopMetrics,
     life: new Lifecycle(),
   };
@@ -1306,7 +1350,11 @@ export function createPipeline(opts: PipelineOptions) {
       res.shouldKeepAlive = false;
       return x.refuse(STOPPING, 'deny', 'gateway_stopping').then(life.done, life.done);
     }
-    return x.run().then(life.done, life.done);
+    const ended = (): void => {
+      x.releaseBody();
+      life.done();
+    };
+    return x.run().then(ended, ended);
   }
   return Object.assign(handle, {
     /** Graceful stop (issue 25, item 7): see Lifecycle.drain. */

@@ -48,6 +48,13 @@ describe('config', () => {
     expect(() => loadConfig({ GATEWAY_SHUTDOWN_GRACE_SECS: '-1' })).to.throw(ConfigError, /GATEWAY_SHUTDOWN_GRACE_SECS/);
   });
 
+  it('request buffer: 64 MiB per environment and 512 MiB in all by default; the total may not be less than one share', () => {
+    expect(loadConfig({}).requestBuffer).to.deep.equal({ perEnvironmentBytes: 64 * 1024 * 1024, totalBytes: 512 * 1024 * 1024 });
+    expect(loadConfig({ GATEWAY_REQUEST_BUFFER_MIB: '2', GATEWAY_REQUEST_BUFFER_TOTAL_MIB: '3' }).requestBuffer).to.deep.equal({ perEnvironmentBytes: 2 * 1024 * 1024, totalBytes: 3 * 1024 * 1024 });
+    expect(() => loadConfig({ GATEWAY_REQUEST_BUFFER_MIB: '0' })).to.throw(ConfigError, /GATEWAY_REQUEST_BUFFER_MIB/);
+    expect(() => loadConfig({ GATEWAY_REQUEST_BUFFER_MIB: '100', GATEWAY_REQUEST_BUFFER_TOTAL_MIB: '50' })).to.throw(ConfigError, /GATEWAY_REQUEST_BUFFER_TOTAL_MIB/);
+  });
+
   it('host heartbeat and offline bound: 5 s and 30 s by default; the bound must exceed the heartbeat', () => {
     expect(loadConfig({})).to.deep.include({ hostHeartbeatMs: 5000, hostOfflineMs: 30_000 });
     expect(loadConfig({ GATEWAY_HOST_HEARTBEAT_SECS: '1', GATEWAY_HOST_OFFLINE_SECS: '4' })).to.deep.include({ hostHeartbeatMs: 1000, hostOfflineMs: 4000 });
