@@ -1,6 +1,6 @@
 import { expect } from 'chai';
 import { execFileSync } from 'node:child_process';
-import { existsSync, mkdtempSync, readFileSync, readdirSync, rmSync, statSync, statfsSync, writeFileSync } from 'node:fs';
+import { chmodSync, existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, statSync, statfsSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { startTestService, type TestService } from '../helpers/service.js';
@@ -186,6 +186,18 @@ describe('security: a crashed host\'s disk mounts and loop devices are released 
   });
   after(() => {
     if (root) rmSync(root, { recursive: true, force: true });
+  });
+
+  it('the environments directory is root\'s only (0700), also when it was there before with a wider mode: each disk is reached through it', async () => {
+    const rootDir = join(root, 'wide');
+    mkdirSync(rootDir, { mode: 0o755 });
+    chmodSync(rootDir, 0o755);
+    const driver = new ProcessDriver({ rootDir, proxy: { host: '127.0.0.1', port: 9 }, hostTag: 'host_modetest', insecure: false, log: silentLogger });
+    try {
+      expect(statSync(rootDir).mode & 0o777).to.equal(0o700);
+    } finally {
+      await driver.close();
+    }
   });
 
   it('what a run that died left (its tmpfs, its image mounted on a loop device) is found as a leftover and stopped', async () => {

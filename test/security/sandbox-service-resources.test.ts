@@ -62,6 +62,32 @@ time.sleep(20)`;
     await sh(t.api, envId, 'pkill -f hold.py; true');
   });
 
+  it('attack: a connection the proxy ended is closed inside too, not kept half-open for as long as the agent holds it', async () => {
+    // Each connection is refused by the proxy (a request line it cannot parse: 400, then it
+    // closes). The agent reads to the end and keeps its end open; a write then finds the
+    // service's end closed (EPIPE), where a half-open one took it (and kept a descriptor).
+    const probe = `import socket, time
+socks = []
+for i in range(20):
+    s = socket.socket(socket.AF_UNIX); s.connect('/run/service/gateway.sock')
+    s.sendall(b'\\x00 not http\\r\\n\\r\\n'); socks.append(s)
+for s in socks:
+    s.settimeout(10)
+    while s.recv(65536): pass
+time.sleep(0.5)
+closed = 0
+for s in socks:
+    try:
+        for i in range(3):
+            s.sendall(b'x' * 1024); time.sleep(0.05)
+    except OSError:
+        closed += 1
+print(closed)`;
+    await t.api.put(`/v1/environments/${envId}/files`, { path: 'probe.py', content: probe });
+    const r = await sh(t.api, envId, 'python3 probe.py');
+    expect(r.stdout.trim(), r.stderr).to.equal('20');
+  });
+
   it('attack: a streamed exec whose client stops reading is killed past its backlog; the output is not all held', async () => {
     const u = new URL(t.svc.apiUrl);
     const body = JSON.stringify({ command: ['/bin/sh', '-c', 'yes 0123456789012345678901234567890123456789012345678901234567890123456789'], timeout_secs: 60 });

@@ -35,7 +35,8 @@ describe('egress guard (lib/egress-guard)', () => {
       ['169.254.169.254', 'egress_denied'], ['93.184.216.34', true], ['a b', 'egress_denied'],
       // Cloud instance endpoints outside the private blocks (a third review): Azure's WireServer, Oracle's metadata.
       ['168.63.129.16', 'egress_denied'], ['192.0.0.192', 'egress_denied'], ['255.255.255.255', 'egress_denied'], ['224.0.0.1', 'egress_denied'],
-      ['168.63.129.17', true],
+      ['198.18.0.1', 'egress_denied'], ['198.19.255.254', 'egress_denied'], ['240.0.0.1', 'egress_denied'], ['239.255.255.250', 'egress_denied'],
+      ['168.63.129.17', true], ['198.20.0.1', true],
     ];
     for (const [host, want] of cases) {
       it(`${host} → ${want === true ? 'ok' : want}`, async () => {
