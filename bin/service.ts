@@ -74,7 +74,7 @@ import { BROWSER_WEBSOCKETS, browserRouter, browserViewRouter } from '../api/rou
 import { createProfilesService } from '../browser/profiles.service.js';
 import { createLeasesService } from '../browser/leases.service.js';
 import { ChromiumBroker } from '../browser/chromium-broker.js';
-import { relayCdp, type Relay } from '../browser/cdp-relay.js';
+import { MAX_CONNECTIONS_PER_LEASE, relayCdp, type Relay } from '../browser/cdp-relay.js';
 import { Cgroups } from '../hosts/cgroups.js';
 import { relayViewer } from '../browser/viewer.js';
 import { hostsStore } from '../hosts/hosts.store.js';
@@ -736,6 +736,8 @@ export async function startService(config: Readonly<Config>, log: Logger, opts: 
     if (lease && environmentId && lease.environment_id !== environmentId) return refuse(404, 'Not Found');
     const found = broker.browserOf(id);
     if (!lease || !found) return refuse(409, 'Conflict');
+    // Counted in the same turn as the relay is added below (ws's handleUpgrade calls back at once).
+    if ((cdpClients.get(id)?.size ?? 0) >= MAX_CONNECTIONS_PER_LEASE) return refuse(429, 'Too Many Requests');
     wss.handleUpgrade(req, socket, head, (ws) => {
       // While a person holds the browser the agent is refused, with the reason (issue 23, item 3).
       if (lease.taken_over || leases.isTakenOver(id)) return ws.close(CDP_TAKEN_OVER, 'the browser is taken over by a person; connect again after handback');

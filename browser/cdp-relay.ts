@@ -48,6 +48,13 @@ const STORAGE_COOKIES = new Set(['Storage.getCookies', 'Storage.setCookies', 'St
 
 /** Bytes the service holds for an agent's CDP connection that it has not read yet; past it the connection ends. */
 export const MAX_CLIENT_BUFFERED = 64 * 1024 * 1024;
+/**
+ * CDP connections one lease may have open at once (a CDP client keeps one; Playwright and
+ * Puppeteer do). Each is a WebSocket, a descriptor and a browser session in this process and
+ * the browser; an agent holding the lease's URL opened them without end (the API port has no
+ * cap of its own, unlike an environment's browser.sock). Past it the upgrade is 429.
+ */
+export const MAX_CONNECTIONS_PER_LEASE = 16;
 
 export function relayCdp(client: WebSocket, browser: EnvBrowser, contextId: string, hooks: RelayHooks): Relay {
   const pipe = browser.pipe;

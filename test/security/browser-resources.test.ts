@@ -3,6 +3,7 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { startBrowserWorld, CHROMIUM, type BrowserWorld } from '../helpers/browser-world.js';
 import { RawCdp } from '../helpers/cdp-client.js';
+import { MAX_CONNECTIONS_PER_LEASE } from '../../browser/cdp-relay.js';
 import { sh, skipWithoutRuntime, waitState } from '../helpers/runtime.js';
 import { chromiumUnavailable, skipOrFailInCI } from '../helpers/ci-gate.js';
 import { findCgroup } from '../helpers/cgroups.js';
@@ -67,6 +68,35 @@ describe('attack: the browser\'s resources (frames, pages)', function () {
     expect(closed.code).to.equal(1008);
     // Fewer answers than asked for reached it: the rest were never held.
     expect(agent.frames.filter((f) => f.includes('"id":10')).length).to.be.below(12);
+    await w.t.api.post(`/v1/browser/leases/${l.id}/release`);
+  });
+
+  it('connections per lease are capped: past the cap the upgrade is 429, even in a burst; one closed makes room', async () => {
+    const e = await w.env();
+    const l = await w.lease(e.id);
+    // All at once: the upgrades' checks run side by side.
+    const tries = await Promise.allSettled(Array.from({ length: MAX_CONNECTIONS_PER_LEASE + 8 }, () => RawCdp.connect(l.cdp_url)));
+    const opened = tries.flatMap((r) => (r.status === 'fulfilled' ? [r.value] : []));
+    // None of those opened is closed by the service afterwards.
+    const codes = await Promise.all(opened.map((c) => Promise.race([c.closed.then((x) => x.code), new Promise<number>((res) => setTimeout(() => res(0), 1500))])));
+    expect(codes.every((c) => c === 0)).to.equal(true);
+    expect(opened).to.have.length(MAX_CONNECTIONS_PER_LEASE);
+    for (const r of tries) if (r.status === 'rejected') expect(String(r.reason)).to.include('HTTP 429');
+    // Once counted, the next is refused before its upgrade.
+    const more = await RawCdp.connect(l.cdp_url).then(() => 'open', (err: Error) => err.message);
+    expect(more).to.equal('HTTP 429');
+    // The opened ones work; one closed makes room for another.
+    expect(await opened[0]!.send('Browser.getVersion')).to.have.property('result');
+    const gone = opened.pop()!;
+    gone.close();
+    await gone.closed;
+    // (The service counts it gone once its own end has closed, a moment after the client's.)
+    let again: RawCdp | null = null;
+    for (let i = 0; i < 100 && !again; i++) again = await RawCdp.connect(l.cdp_url).catch(async () => (await new Promise((r) => setTimeout(r, 20)), null));
+    expect(again, 'no room made').to.not.equal(null);
+    expect(await again!.send('Browser.getVersion')).to.have.property('result');
+    again!.close();
+    for (const c of opened) c.close();
     await w.t.api.post(`/v1/browser/leases/${l.id}/release`);
   });
 
