@@ -4,6 +4,9 @@ import type { CdpMessage, CdpPipe } from './cdp-pipe.js';
 import { BROWSER_RUN, type BrowserSandbox } from './browser-sandbox.js';
 import type { StorageState } from './broker.js';
 
+/** How long a takeover's reload of a page may take to commit before the page is replaced instead (reloadForPerson). */
+const PERSON_RELOAD_MS = 5_000;
+
 /**
  * One environment's browser (issue 23, item 1): the sandboxed Chromium of that environment
  * alone (or of none yet: a pool slot, browser-pool.ts), and one browser context per lease of it. It keeps the registry of targets (from
@@ -371,7 +374,8 @@ export class EnvBrowser {
    * afresh at its current address, so no script the agent put in a page (an evaluated
    * listener, a keylogger in a real login page) is there when the person types. What the
    * agent typed into a form is lost with it; the person starts from the page as its site
-   * serves it.
+   * serves it. A page whose reload is not committed within PERSON_RELOAD_MS is replaced by a
+   * new page at its address (its history and sessionStorage go with it).
    */
   async reloadForPerson(leaseId: string): Promise<void> {
     const ctx = this.contextOf(leaseId);
@@ -389,12 +393,19 @@ export class EnvBrowser {
           u.hash = '';
           url = u.href;
         }
-        const r = await s.send<{ loaderId?: string; errorText?: string }>('Page.navigate', { url });
-        // No new document (a same-document navigation after all): the page goes, a new one
-        // of the context opens at the address, so nothing of the old document remains.
+        // Until a navigation commits, the old document is the page, listening: one the site
+        // never answers (a site the agent may reach, and could run) kept it for the person.
+        let timer: NodeJS.Timeout | undefined;
+        const r = await Promise.race([
+          s.send<{ loaderId?: string; errorText?: string }>('Page.navigate', { url }),
+          new Promise<null>((resolve) => (timer = setTimeout(resolve, PERSON_RELOAD_MS, null))),
+        ]).catch(() => null).finally(() => clearTimeout(timer));
+        // No new document (a same-document navigation after all, a navigation that failed or
+        // is not committed in time): the page goes, a new one of the context opens at the
+        // address, so nothing of the old document remains.
         if (!r?.loaderId) {
-          await this.pipe.send('Target.closeTarget', { targetId: t.targetId }).catch(() => {});
-          await this.pipe.send('Target.createTarget', { url, browserContextId: ctx }).catch(() => {});
+          const closed = await this.pipe.send('Target.closeTarget', { targetId: t.targetId }).then(() => true, () => false);
+          if (closed) await this.pipe.send('Target.createTarget', { url, browserContextId: ctx }).catch(() => {});
         }
       } catch { /* the page went away */ } finally {
         await s.detach().catch(() => {});

@@ -114,6 +114,38 @@ describe('attack: watching what a person types during a takeover', function () {
     back.close();
     await w.t.api.post(`/v1/browser/leases/${l.id}/release`);
   });
+  it('attack: a reload the site never answers does not keep the agent\'s document (and its listener) up for the person; the takeover does not wait for it', async () => {
+    const e = await w.env();
+    await waitState(w.t.api, e.id, 'running');
+    const l = await w.lease(e.id);
+    const agent = await RawCdp.connect(l.cdp_url);
+    const p = await agent.newPage();
+    await agent.navigate(p.sessionId, 'https://app.example.com/stall');
+    await agent.evaluate(p.sessionId, 'window.__trap = 1; document.addEventListener("keydown", (e) => { window.__log = (window.__log || "") + e.key; }, true); 1');
+    // From now on the site (one the agent may reach, and could run) answers /stall never.
+    const normal = w.up.respond;
+    const stalled: Array<import('node:http').ServerResponse> = [];
+    w.up.respond = (req, res) => ((req.url ?? '').startsWith('/stall') ? void stalled.push(res) : normal(req, res));
+    try {
+      const found = w.t.svc.browserBroker.browserOf(l.id)!;
+      const started = Date.now();
+      expect((await w.t.api.post(`/v1/browser/leases/${l.id}/takeover`)).status).to.equal(200);
+      expect(Date.now() - started).to.be.below(15_000);
+      await agent.closed;
+      // What the person is handed: a page with nothing of the agent's document.
+      const page = found.browser.page(l.id)!;
+      const probe = await found.browser.attach(page.targetId);
+      const trap = (await probe.send('Runtime.evaluate', { expression: 'typeof window.__trap', returnByValue: true })).result.value;
+      await probe.detach();
+      expect(trap).to.equal('undefined');
+    } finally {
+      w.up.respond = normal;
+      for (const res of stalled) res.destroy();
+    }
+    expect((await w.t.api.post(`/v1/browser/leases/${l.id}/handback`)).status).to.equal(200);
+    await w.t.api.post(`/v1/browser/leases/${l.id}/release`);
+  });
+
   it('attack: a fragment set before the takeover (same-document reload) does not keep the agent\'s listener in the page the person types into', async () => {
     const e = await w.env();
     await waitState(w.t.api, e.id, 'running');
