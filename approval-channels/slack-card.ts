@@ -134,9 +134,12 @@ export function detailBlocks(d: RequestDetails | null): SlackBlock[] {
       if (f.more) lines.push(`… and ${Number(f.more)} more not shown`);
       value = lines.join('\n');
     } else {
-      value = agentText(f.value);
+      // Bounded already by the card (MAX_DETAIL_VALUE, saying how much it cut): not cut again here.
+      value = agentText(f.value, MAX_VALUE + 100);
     }
-    out.push(section(`*${ours(String(f.label ?? ''))}*\n${value}`));
+    // A label may carry the agent's words (an MCP argument's name): a backtick in it would pair
+    // with the value's code span and let the value be read as formatting, an asterisk end the bold.
+    out.push(section(`*${ours(String(f.label ?? '').replace(/`/g, 'ˋ').replace(/\*/g, '∗'))}*\n${value}`));
     if (out.length >= MAX_BLOCKS - 8) {
       out.push(section('_… more fields not shown: see the console_'));
       break;

@@ -23,7 +23,10 @@
  * The caller passes the body the agent sent, before any credential was swapped in.
  */
 import { isGoogleHost } from './classify/index.js';
-import { bodyJsonStrict, bodyTextStrict, contentEncoded, googleMethods, parseRequest } from './classify/http.js';
+import { bodyJsonStrict, bodyTextStrict, contentEncoded, googleMethods, hasDuplicateKeys, parseRequest } from './classify/http.js';
+import { isGoogleBatchPath, parseGoogleBatch } from './classify/google-batch.js';
+import { factsOf } from './request-facts.js';
+import type { RequestFacts } from './facts.js';
 import { gmailBase } from './classify/gmail.js';
 import { isCalendarPath, notifiesGuests } from './classify/calendar.js';
 import { isSlackApiPath, isSlackHost } from './classify/slack.js';
@@ -106,10 +109,6 @@ function cut(v: string, max: number): string {
   return `${v.slice(0, at)}… (${v.length - at} more characters)`;
 }
 
-function clean(s: string, hide: readonly string[]): string {
-  return cut(hidden(s, hide), MAX_DETAIL_VALUE);
-}
-
 /** One line, whole (the caller bounds it). */
 function cleanLine(s: string, hide: readonly string[]): string {
   return hidden(s, hide).replace(LINE_UNSAFE, '\uFFFD');
@@ -117,11 +116,30 @@ function cleanLine(s: string, hide: readonly string[]): string {
 
 class Fields {
   readonly out: DetailField[] = [];
+  /** Fields left out for MAX_DETAIL_FIELDS, and values cut at MAX_DETAIL_VALUE: the card says so (withLosses). */
+  dropped = 0;
+  cutValues = 0;
   constructor(readonly hide: readonly string[]) {}
   add(label: string, values: readonly string[] | string | undefined | null): void {
     const list = (typeof values === 'string' ? [values] : values ?? []).filter((v) => v !== '');
-    if (list.length === 0 || this.out.length >= MAX_DETAIL_FIELDS) return;
-    this.out.push({ label, value: clean(list.join(list.length > 1 && list.some((v) => v.includes(',')) ? ' | ' : ', '), this.hide) });
+    if (list.length === 0) return;
+    if (this.out.length >= MAX_DETAIL_FIELDS) {
+      this.dropped++;
+      return;
+    }
+    const whole = hidden(list.join(list.length > 1 && list.some((v) => v.includes(',')) ? ' | ' : ', '), this.hide);
+    if (whole.length > MAX_DETAIL_VALUE) this.cutValues++;
+    this.out.push({ label, value: cut(whole, MAX_DETAIL_VALUE) });
+  }
+  /** Fields of another card (a part of a batch), their labels prefixed. */
+  addAll(prefix: string, fields: readonly DetailField[]): void {
+    for (const field of fields) {
+      if (this.out.length >= MAX_DETAIL_FIELDS && field.addresses === undefined) {
+        this.dropped++;
+        continue;
+      }
+      this.out.push({ ...field, label: `${prefix}${field.label}` });
+    }
   }
   /** Address fields are never dropped for MAX_DETAIL_FIELDS (a mail has at most 7 fields). */
   addAddresses(label: string, addresses: readonly DetailAddress[], more: number): void {
@@ -273,14 +291,38 @@ const SLACK_MESSAGE = new Set(['chat.postmessage', 'chat.postephemeral', 'chat.s
 const SLACK_FILE = new Set(['files.completeuploadexternal', 'files.upload', 'files.remote.share']);
 const SLACK_MEMBERS = new Set(['conversations.invite', 'conversations.kick']);
 
-/** Every string under a text-bearing key of blocks or attachments (depth-bounded). */
-function visibleTexts(v: unknown, out: string[], depth = 0): void {
-  if (depth > 12 || out.length > 50) return;
+/** Texts of blocks or attachments a card lists, and how deep it looks; past either the card says it could not show them all. */
+const MAX_VISIBLE_TEXTS = 50;
+const MAX_VISIBLE_DEPTH = 12;
+const VISIBLE_KEYS = new Set(['text', 'title', 'pretext', 'fallback', 'footer', 'author_name', 'alt_text', 'value', 'url', 'image_url', 'title_link']);
+
+/** What Slack shows of blocks or attachments: every string under a text-bearing key, and the mentions of rich text. */
+interface VisibleTexts {
+  texts: string[];
+  /** Texts beyond MAX_VISIBLE_TEXTS, or structure deeper than MAX_VISIBLE_DEPTH. */
+  lost: boolean;
+}
+
+function visibleTexts(v: unknown, out: VisibleTexts, depth = 0): void {
+  if (depth > MAX_VISIBLE_DEPTH) {
+    out.lost = true;
+    return;
+  }
+  const push = (t: string): void => {
+    if (t.trim() === '') return; // blank texts would fill the list and show nothing
+    if (out.texts.length >= MAX_VISIBLE_TEXTS) out.lost = true;
+    else out.texts.push(t);
+  };
   if (Array.isArray(v)) for (const x of v) visibleTexts(x, out, depth + 1);
   else if (isObject(v)) {
+    // Rich text mentions: @channel / @here / @everyone, a user, a user group, a channel.
+    if (v.type === 'broadcast' && typeof v.range === 'string') push(`@${v.range}`);
+    if (v.type === 'user' && typeof v.user_id === 'string') push(`@user ${v.user_id}`);
+    if (v.type === 'usergroup' && typeof v.usergroup_id === 'string') push(`@group ${v.usergroup_id}`);
+    if (v.type === 'channel' && typeof v.channel_id === 'string') push(`#${v.channel_id}`);
     for (const [k, x] of Object.entries(v)) {
-      if (typeof x === 'string' && ['text', 'title', 'pretext', 'fallback', 'footer', 'author_name', 'alt_text', 'value', 'url', 'image_url', 'title_link'].includes(k)) out.push(x);
-      else visibleTexts(x, out, depth + 1);
+      if (typeof x === 'string' && VISIBLE_KEYS.has(k)) push(x);
+      else if (typeof x === 'object') visibleTexts(x, out, depth + 1);
     }
   }
 }
@@ -307,21 +349,25 @@ function describeSlack(p: ParsedRequest, f: Fields): RequestDetails | null {
     } else return unreadable(`the body is ${ct.split(';')[0]}, not read here`);
   }
   const all = (k: string): string[] => (args.get(k) ?? []).map(str).filter((s): s is string => s !== undefined);
+  let textsLost = false;
   const structured = (k: string): string[] => {
-    const texts: string[] = [];
+    const seen: VisibleTexts = { texts: [], lost: false };
     for (const v of args.get(k) ?? []) {
       let x = v;
       if (typeof v === 'string') {
         try {
           x = JSON.parse(v);
         } catch {
-          texts.push(v);
+          seen.texts.push(v);
           continue;
         }
+        // Read the one way, as the outer body is: a repeated key is two readings.
+        if (hasDuplicateKeys(v, true)) textsLost = true;
       }
-      visibleTexts(x, texts);
+      visibleTexts(x, seen);
     }
-    return texts;
+    if (seen.lost) textsLost = true;
+    return seen.texts;
   };
   f.add('Channel', [...all('channel'), ...all('channels'), ...all('channel_id')]);
   if (kind === 'slack_members') {
@@ -331,13 +377,19 @@ function describeSlack(p: ParsedRequest, f: Fields): RequestDetails | null {
   if (method === 'chat.postephemeral') f.add('Visible only to', all('user'));
   if (method === 'chat.update') f.add('Replaces message', all('ts'));
   f.add('In thread', all('thread_ts'));
+  f.add('Also sent to the channel', all('reply_broadcast').filter((v) => v !== 'false' && v !== '0'));
   f.add('Post at', all('post_at').map((s) => (/^\d{9,11}$/.test(s) ? new Date(Number(s) * 1000).toISOString() : s)));
+  // Who the post appears to be from: a name and an icon of the agent's choosing.
+  f.add('Posted as', all('username'));
+  f.add('Icon', [...all('icon_url'), ...all('icon_emoji')]);
   f.add('Text', all('text'));
+  f.add('Markdown text', all('markdown_text'));
   f.add('Comment', all('initial_comment'));
   f.add('Title', all('title'));
   f.add('Blocks', structured('blocks'));
   f.add('Attachments', structured('attachments'));
   f.add('Files', structured('files'));
+  if (textsLost) return unreadable(`its blocks or attachments hold more than the card lists (${MAX_VISIBLE_TEXTS} texts, ${MAX_VISIBLE_DEPTH} levels deep), or read more than one way`);
   return { kind, fields: f.out };
 }
 
@@ -355,6 +407,13 @@ function describeCalendar(p: ParsedRequest, f: Fields): RequestDetails | null {
   if (method === 'GET' || method === 'HEAD') return null;
   const kind = 'calendar_event';
   f.add('Calendar', p.segments[3]);
+  // An event call the card knows: insert, quickAdd, import, an event's update/patch/delete, move.
+  // Another (`events/watch`: notifications to an address of the agent's) is not an event edit.
+  const known = rel.length === 3 || (rel.length === 4 && rel[3] !== 'watch') || (rel.length === 5 && rel[4] === 'move');
+  if (!known) {
+    f.add('Call', p.segments.slice(4).join('/'));
+    return { kind, fields: f.out, unreadable: 'this calendar call is not one the card can show' };
+  }
   if (rel[3] !== undefined && rel[3] !== 'quickadd' && rel[3] !== 'import') f.add('Event', p.segments[5]);
   f.add('Guests are emailed', notifiesGuests(p.query) ? 'yes' : 'no');
   if (method === 'DELETE') return { kind, fields: f.out };
@@ -388,20 +447,27 @@ function describeStripe(p: ParsedRequest, f: Fields): RequestDetails | null {
   if (p.method !== 'POST') return null;
   const text = bodyTextStrict(p.body, p.headers);
   if (text === undefined) return { kind: 'payment', fields: [], unreadable: 'the body is compressed or not UTF-8' };
+  // Stripe reads a parameter from the query string as from the body: both, every value.
   const form = new URLSearchParams(text);
-  const amounts = form.getAll('amount');
-  if (amounts.length === 0) return null;
-  const currency = form.getAll('currency').join('/');
+  const all = (k: string): string[] => [...p.query.getAll(k), ...form.getAll(k)];
+  const amounts = all('amount');
+  const currency = all('currency').join('/');
   const money = amounts.map((a) => {
     if (!/^\d{1,15}$/.test(a)) return a;
     const cur = currency.toLowerCase();
     const n = Number(a);
     return `${ZERO_DECIMAL.has(cur) ? String(n) : (n / 100).toFixed(2)} ${cur.toUpperCase() || '(no currency)'}`;
   });
-  f.add('Amount', money);
-  f.add('Customer', form.getAll('customer'));
-  f.add('Destination', [...form.getAll('destination'), ...form.getAll('transfer_data[destination]')]);
-  f.add('Description', form.getAll('description'));
+  const account = p.headers['stripe-account'];
+  const accounts = (Array.isArray(account) ? account : account === undefined ? [] : [account]).map(String);
+  const parties = [...all('customer'), ...all('destination'), ...all('transfer_data[destination]'), ...all('charge'), ...all('payment_intent')];
+  if (amounts.length === 0 && accounts.length === 0 && parties.length === 0) return null;
+  f.add('Amount', money.length > 0 ? money : '(none in the request: the provider\'s default, e.g. the whole charge)');
+  f.add('On connected account', accounts);
+  f.add('Customer', all('customer'));
+  f.add('Destination', [...all('destination'), ...all('transfer_data[destination]')]);
+  f.add('Charge', [...all('charge'), ...all('payment_intent')]);
+  f.add('Description', all('description'));
   return { kind: 'payment', fields: f.out };
 }
 
@@ -451,18 +517,15 @@ export function describeMcpRequest(req: Pick<ClassifyRequest, 'method' | 'header
       const args = m.arguments;
       if (isObject(args)) {
         for (const [k, v] of Object.entries(args)) {
-          if (f.out.length >= MAX_DETAIL_FIELDS) {
-            omitted++;
-            continue;
-          }
           f.add(cut(`${cleanLine(tool, f.hide)}.${cleanLine(k, f.hide)}`, MAX_NAME_CHARS), argumentText(v) === '' ? '""' : argumentText(v));
         }
       } else if (args !== undefined) f.add(`${tool}: arguments`, argumentText(args));
     });
     if (others.length > 0) f.add('Also in the request', others);
     if (!parsed.ok) return { kind, fields: f.out, unreadable: `the request could not be read as MCP (${parsed.why}): it is treated as the riskiest kind of call` };
-    if (omitted > 0) return { kind, fields: f.out, unreadable: `the card leaves out ${omitted} tool call(s) or argument(s); the request is judged by all of them` };
-    return { kind, fields: f.out };
+    omitted += f.dropped;
+    if (omitted > 0) return { kind, fields: f.out, unreadable: `the card leaves out ${omitted} tool call(s), argument(s) or other part(s); the request is judged by all of them` };
+    return withLosses({ kind, fields: f.out }, f);
   } catch {
     return { kind, fields: f.out, unreadable: 'the request could not be decoded' };
   }
@@ -475,17 +538,79 @@ export function describeMcpRequest(req: Pick<ClassifyRequest, 'method' | 'header
  */
 export function describeRequest(req: ClassifyRequest, opts: { hide?: readonly string[] } = {}): RequestDetails | null {
   try {
-    const p = parseRequest(req);
     const f = new Fields(opts.hide ?? []);
-    if (isGoogleHost(p.host)) {
-      if (gmailBase(p.lower) !== -1) return describeGmail(p, f);
-      if (isCalendarPath(p.lower)) return describeCalendar(p, f);
-      return null;
-    }
-    if (isSlackHost(p.host) && isSlackApiPath(p.lower)) return describeSlack(p, f);
-    if (p.host === STRIPE_HOST) return describeStripe(p, f);
-    return null;
+    const d = describeOne(req, f, true);
+    return d === null ? null : withLosses(crossChecked(d, req), f);
   } catch {
     return { kind: 'request', fields: [], unreadable: 'the request could not be decoded' };
   }
+}
+
+function describeOne(req: ClassifyRequest, f: Fields, outer: boolean): RequestDetails | null {
+  const p = parseRequest(req);
+  if (isGoogleHost(p.host)) {
+    if (outer && isGoogleBatchPath(p.lower)) return describeGoogleBatch(req, p, f);
+    if (gmailBase(p.lower) !== -1) return describeGmail(p, f);
+    if (isCalendarPath(p.lower)) return describeCalendar(p, f);
+    return null;
+  }
+  if (isSlackHost(p.host) && isSlackApiPath(p.lower)) return describeSlack(p, f);
+  if (p.host === STRIPE_HOST) return describeStripe(p, f);
+  return null;
+}
+
+/**
+ * A Google batch: each inner request as the classifier reads it (its method and path), with
+ * its own card's fields under `n: `. A batch the classifier cannot split, or a part whose
+ * card could not be shown, makes the card unreadable: a Gmail send in a batch showed nothing.
+ */
+function describeGoogleBatch(req: ClassifyRequest, p: ParsedRequest, f: Fields): RequestDetails {
+  const kind = 'batch';
+  const batch = parseGoogleBatch(p.contentType, p.body, p.host);
+  if (!batch.ok) return { kind, fields: f.out, unreadable: `the batch could not be split into its requests (${batch.why})` };
+  const unread: string[] = [];
+  batch.parts.forEach((part, i) => {
+    const n = i + 1;
+    f.add(`${n}: Request`, `${part.method.toUpperCase()} ${part.host}${part.path.split('?')[0]}`);
+    const inner = new Fields(f.hide);
+    const d = describeOne(part, inner, false);
+    if (d === null) return;
+    const checked = withLosses(crossChecked(d, part), inner);
+    f.addAll(`${n}: `, checked.fields);
+    if (checked.unreadable !== undefined) unread.push(`request ${n}: ${checked.unreadable}`);
+  });
+  return unread.length > 0 ? { kind, fields: f.out, unreadable: unread.join('; ') } : { kind, fields: f.out };
+}
+
+/** Fields whose value is a fact the policy reads (request-facts.ts). */
+const FACT_LABELS: Readonly<Record<keyof RequestFacts, readonly string[]>> = {
+  amount: ['Amount'],
+  recipients: ['To', 'Cc', 'Bcc', 'Guests'],
+  channel: ['Channel'],
+};
+
+/**
+ * The card against the policy's own reading (request-facts.ts): where the decoder finds a
+ * value the card shows unreadable (two spellings of a key a lenient parser folds together,
+ * `raw` and `RAW`, `channel` and ` channel`), the card says so rather than show one reading.
+ */
+function crossChecked(d: RequestDetails, req: ClassifyRequest): RequestDetails {
+  if (d.unreadable !== undefined) return d;
+  const facts = factsOf(req, '');
+  for (const [fact, labels] of Object.entries(FACT_LABELS) as Array<[keyof RequestFacts, readonly string[]]>) {
+    if (facts[fact] === null && d.fields.some((x) => labels.includes(x.label))) {
+      return { ...d, unreadable: `its ${fact} can be read more than one way (the policy reads none): what it does may differ from what is shown` };
+    }
+  }
+  return d;
+}
+
+/** A readable card that left fields out or cut a value says so. */
+function withLosses(d: RequestDetails, f: Fields): RequestDetails {
+  if (d.unreadable !== undefined || (f.dropped === 0 && f.cutValues === 0)) return d;
+  const parts = [
+    ...(f.dropped > 0 ? [`leaves out ${f.dropped} field(s)`] : []),
+    ...(f.cutValues > 0 ? [`cuts ${f.cutValues} value(s) longer than ${MAX_DETAIL_VALUE} characters`] : []),
+  ];
+  return { ...d, unreadable: `the card ${parts.join(' and ')}: the request is judged by all of it` };
 }

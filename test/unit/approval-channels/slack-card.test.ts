@@ -1,5 +1,5 @@
 import { expect } from 'chai';
-import { agentText, allowedScopes, escapeMrkdwn, renderSlackCard, type SlackCardInput } from '../../../approval-channels/slack-card.js';
+import { agentText, allowedScopes, detailBlocks, escapeMrkdwn, renderSlackCard, type SlackCardInput } from '../../../approval-channels/slack-card.js';
 import { describeRequest } from '../../../policy-engine/index.js';
 
 /** The Slack card (approval-channels/slack-card.ts): Block Kit, agent text escaped, buttons up to max_scope. */
@@ -40,6 +40,14 @@ describe('Slack approval card (approval-channels/slack-card)', () => {
       return v;
     });
     for (const p of plains) expect(p).to.not.match(/[<>]/);
+  });
+
+  it('a label carrying the agent\'s words (an MCP argument name with a backtick) cannot open the value\'s code span; a value the card cut is not cut again', () => {
+    const blocks = detailBlocks({ kind: 'mcp_tool_call', fields: [{ label: 'transfer.amount`', value: '~1000000~ 10' }, { label: 'x', value: `${'a'.repeat(500)}… (74 more characters)` }] });
+    const texts = blocks.map((b) => (b as { text: { text: string } }).text.text);
+    expect(texts[0]).to.equal('*transfer.amountˋ*\n`~1000000~ 10`');
+    expect(texts[1]).to.include('(74 more characters)');
+    expect(texts[1]).to.not.include('not shown');
   });
 
   it('an unreadable body says so', () => {

@@ -100,10 +100,18 @@ describe('policy-engine/classify/mcp (issue 28)', () => {
     expect(d.fields).to.deep.include({ label: 'delete_repository.token', value: '[credential]' });
     expect(d.fields).to.deep.include({ label: 'delete_repository.nested', value: '{"a":[1]}' });
     expect(d.fields.find((f) => f.label === 'delete_repository.big')!.value.length).to.be.lessThan(600);
+    expect(d.unreadable).to.match(/cuts 1 value/);
     const bad = describeMcpRequest(post(call('x\u0000y')), { server: 'gh' });
     expect(bad.unreadable).to.match(/could not be read as MCP/);
     expect(JSON.stringify(bad)).to.not.include('\\u0000');
   });
+});
+
+it('the card: a tool call left out for the field limit is counted, never dropped unsaid (a fourth review)', () => {
+  const args = Object.fromEntries(Array.from({ length: 10 }, (_, i) => [`path${i}`, `/r/${i}`]));
+  const d = describeMcpRequest(post([call('read_file', 1, args), { jsonrpc: '2.0', id: 2, method: 'tools/call', params: { name: 'delete_repository' } }]), { server: 'gh' });
+  expect(d.fields.some((f) => f.value === 'delete_repository')).to.equal(false);
+  expect(d.unreadable).to.match(/leaves out 1 tool call/);
 });
 
 describe('rules and grants naming a tool (issue 28)', () => {
