@@ -57,6 +57,8 @@ export interface CredentialSet {
 export interface McpServerRoute extends McpToolTable {
   /** The secret whose placeholder the agent sends as its bearer token; null: none. */
   readonly secret: string | null;
+  /** The path of its URL (another spelling of it is still the server's request). */
+  readonly path: string;
   /** Remembers the annotations of a tools/list answer this server gave (per server, never across servers). */
   learn(tools: readonly ListedTool[]): void;
 }

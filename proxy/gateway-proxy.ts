@@ -147,13 +147,25 @@ export async function startGatewayProxy(opts: GatewayProxyOptions): Promise<Gate
     if (opts.managementTargets.has(`${t.target.host}:${t.target.port}`)) {
       return refuse(refusal('egress_denied', 'the management API is not reachable through the gateway'));
     }
+    if ((req.url ?? '').includes('#')) return refuse(refusal('invalid_request', 'a request target may not carry a fragment (#)'));
+    // WebSocket only: an `h2c` upgrade would carry HTTP/2 requests the gateway never reads.
+    const protocols = String(req.headers.upgrade ?? '').split(',').map((p) => p.trim().toLowerCase());
+    if (protocols.length !== 1 || protocols[0] !== 'websocket') {
+      return refuse(refusal('invalid_request', 'only WebSocket upgrades pass the gateway'));
+    }
     try {
       // The allowlist only: under unknown_hosts "ask" an upgrade to a host off it is refused,
       // never held, whatever grants exist (issue 26, item 3; docs/gateway.md).
       if (!(await opts.egressAllows(t.identity, t.target.host, t.target.port))) {
         return refuse(refusal('egress_denied', `${t.target.host} is not on this environment's egress allowlist`));
       }
-      const found = detectCredentials({ url: req.url ?? '/', headers: req.headers }, await opts.credentials(t.identity));
+      const creds = await opts.credentials(t.identity);
+      // A registered MCP server's origin takes no upgrade: its tool calls on a WebSocket would
+      // pass no tool rule (issue 28 reads JSON-RPC over HTTP; docs/mcp.md).
+      if (t.target.tls && creds.mcp !== undefined && creds.mcp.sameOrigin(t.target.host, t.target.port).length > 0) {
+        return refuse(refusal('invalid_request', 'a registered MCP server\'s origin takes no upgrade: its tool calls are read over HTTP only'));
+      }
+      const found = detectCredentials({ url: req.url ?? '/', headers: req.headers }, creds);
       if (found.length > 0) {
         const leak = found.find((c) => !c.hostAllowed(t.target.host, t.target.port)) ?? found[0]!;
         entry.connector = leak.connector;

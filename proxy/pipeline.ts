@@ -3,6 +3,7 @@ import { PassThrough, Transform, type Duplex, type Readable } from 'node:stream'
 import { createBrotliDecompress, createGunzip, createInflate } from 'node:zlib';
 import type { Dispatcher } from 'undici';
 import { classify, credentialMintingRule, needsBody } from '../policy-engine/classify/index.js';
+import { looseSegments } from '../policy-engine/classify/minting.js';
 import { describeRequest, MAX_DETAIL_VALUE, type RequestDetails } from '../policy-engine/describe.js';
 import type { RequestFacts } from '../policy-engine/facts.js';
 import { factsNeedBody, factsOf } from '../policy-engine/request-facts.js';
@@ -125,9 +126,21 @@ export interface PipelineOptions {
 }
 
 const HOP_BY_HOP = new Set([
+  // expect: Node's server answered 100 Continue already; undici refuses the header (every such request was a 502).
+  'expect',
   'connection', 'keep-alive', 'proxy-authorization', 'proxy-authenticate', 'proxy-connection', 'te', 'trailer',
   'transfer-encoding', 'upgrade', 'x-service-task-id', 'x-service-session-id', 'host',
 ]);
+/**
+ * Method overrides in spellings the classifier does not read (it reads X-HTTP-Method-Override
+ * on every request, policy-engine/classify/http.ts): `X-HTTP-Method`, `X-Method-Override`,
+ * and underscore forms a CGI-style server maps onto the dashed name. Not forwarded, so no
+ * upstream can run a method the gateway did not classify.
+ */
+function unreadOverride(name: string): boolean {
+  const n = name.replace(/_/g, '-');
+  return n === 'x-http-method' || n === 'x-method-override' || (n === 'x-http-method-override' && n !== name);
+}
 const RESPONSE_HOP_BY_HOP = new Set(['connection', 'keep-alive', 'proxy-connection', 'transfer-encoding', 'trailer', 'upgrade']);
 
 function textual(contentType: string | undefined): boolean {
@@ -819,6 +832,9 @@ class Exchange {
   async run(): Promise<void> {
     const { s, target, id, req, url, method, entry } = this;
     try {
+      // A request target never carries a fragment (RFC 9112); the checks read the path up to
+      // `#` and an upstream may read past it (`/v1/products#/../../v1/charges`).
+      if ((req.url ?? '').includes('#')) return this.refuse(refusal('invalid_request', 'a request target may not carry a fragment (#)'));
       // What was checked is what the upstream gets: a Host naming another host would be
       // routed there by the upstream's virtual hosting (issue 9, hole 2).
       const mismatch = authorityMismatch(req, target);
@@ -868,7 +884,16 @@ class Exchange {
         // `//mcp`, `/./mcp`: the same endpoint to many servers' routers) is a request to that
         // server we cannot read as its URL's: its MCP classification, failed closed, never a
         // generic API request's (which would skip its tool rules).
-        const off = creds.mcp.sameOrigin(target.host, target.port).find((s) => s.secret !== null && found.some((c) => c.kind === 'secret' && c.connector === `secret:${s.secret}`));
+        // Without its secret too: a server registered without one is matched by its path
+        // alone, and `/mcp/`, `/MCP`, `/mcp;x` reached its handler as a generic request that
+        // no tool rule saw (a fourth review). Any spelling whose loose reading (dot segments,
+        // `;` parameters, case, escapes, slashes: minting.ts) is a server's path is its request.
+        const origin = creds.mcp.sameOrigin(target.host, target.port);
+        let off = origin.find((s) => s.secret !== null && found.some((c) => c.kind === 'secret' && c.connector === `secret:${s.secret}`));
+        if (off === undefined && origin.length > 0) {
+          const loose = looseSegments(pathOnly(url)).join('/');
+          off = origin.find((s) => looseSegments(s.path).join('/') === loose);
+        }
         if (off !== undefined) {
           this.mcp = off;
           this.mcpOffPath = true;
@@ -973,7 +998,7 @@ class Exchange {
       const headers: Record<string, string | string[]> = {};
       for (const k in outHeaders) {
         const v = outHeaders[k];
-        if (v !== undefined && !HOP_BY_HOP.has(k)) headers[k] = v;
+        if (v !== undefined && !HOP_BY_HOP.has(k) && !unreadOverride(k)) headers[k] = v;
       }
       headers.host = hostHeader(target);
       // An answer that may echo the real value is redacted as it streams; ask for it

@@ -332,6 +332,41 @@ describe('MCP through the gateway (issue 28)', function () {
     }
   });
 
+  it('attack: a server registered without a secret, its path spelled otherwise (/MCP, /mcp/, /mcp;x, //mcp) is still its request: held as change_permission, never a generic call no tool rule sees', async () => {
+    const policy = await t.api.put('/v1/policy', {
+      rules: [
+        { connector: 'mcp:evil', category: 'read', effect: 'allow' },
+        { connector: 'mcp:evil', tool: 'drop_table', effect: 'deny' },
+        { category: 'read', effect: 'allow' },
+        { category: 'write', effect: 'allow' },
+      ],
+    });
+    expect(policy.status, JSON.stringify(policy.body)).to.equal(200);
+    try {
+      for (const path of ['/MCP', '/mcp/', '/mcp;x', '//mcp', '/%6dcp']) {
+        const before = evil.seen.length;
+        const res = rpc(`https://evil-mcp.example.net${path}`, { jsonrpc: '2.0', id: 9, method: 'tools/call', params: { name: 'drop_table', arguments: {} } }, { authorization: '' });
+        const approval = await pendingApproval();
+        expect([approval.connector, approval.category], path).to.deep.equal(['mcp:evil', 'change_permission']);
+        await t.api.post(`/v1/approvals/${approval.id}/decision`, { decision: 'deny' });
+        await (await res).arrayBuffer();
+        expect(evil.seen.length, path).to.equal(before);
+      }
+      // The exact path is read as MCP: the tool rule denies it; another path of the origin is not the server's.
+      const r = await rpc(EVIL, { jsonrpc: '2.0', id: 10, method: 'tools/call', params: { name: 'drop_table', arguments: {} } }, { authorization: '' });
+      expect(r.headers.get('x-gateway-error')).to.equal('policy_denied');
+      await r.arrayBuffer();
+    } finally {
+      await t.api.put('/v1/policy', {
+        rules: [
+          { connector: 'mcp:github', category: 'read', effect: 'allow' },
+          { connector: 'mcp:evil', category: 'read', effect: 'allow' },
+          { connector: 'mcp:github', tool: 'update_issue', effect: 'deny' },
+        ],
+      });
+    }
+  });
+
   it('the server\'s placeholder sent to another host is refused (secret_host_not_allowed) and never reaches it', async () => {
     const before = evil.seen.length;
     const r = await rpc(EVIL, { jsonrpc: '2.0', id: 3, method: 'tools/list' });

@@ -1,0 +1,96 @@
+import { expect } from 'chai';
+import { startAttackWorld, type AttackWorld } from '../helpers/attack-fixture.js';
+import { rawTunnelExchange, statusOf, UPGRADE_HEADERS } from '../helpers/proxy-client.js';
+
+/**
+ * A fourth review's request-parsing findings: what the gateway checks must be what the
+ * upstream gets. Each attack is sent raw inside the agent's own tunnel.
+ *
+ * - A `#` in the request target: every check read the path up to it, the upstream got it
+ *   whole (`/v1/products#/../../v1/charges`, classified as a product write).
+ * - `Upgrade: h2c` passed through: HTTP/2 requests the gateway never reads.
+ * - A WebSocket to a registered MCP server's origin: tool calls no tool rule sees.
+ * - `Expect: 100-continue`: Node answered 100, undici refused the header, the agent got 502
+ *   even after an approval.
+ * - Method overrides in spellings the classifier does not read (`X-HTTP-Method`,
+ *   `X-Method-Override`, `X_HTTP_Method_Override`) were forwarded.
+ */
+const KEY = 'sk_live_51ParsingRealKey';
+
+describe('security: request parsing the upstream could read otherwise (a fourth review)', function () {
+  this.timeout(30000);
+  let w: AttackWorld;
+
+  before(async () => {
+    w = await startAttackWorld({
+      hosts: ['api.stripe.com', 'api.allowed.com', 'mcp.tools.example'],
+      secrets: { KEY: { value: KEY, allowed_hosts: ['api.stripe.com', 'api.allowed.com'] } },
+    });
+    expect((await w.t.api.put('/v1/mcp-servers/tools', { url: 'https://mcp.tools.example/mcp' })).status).to.equal(201);
+  });
+  after(async () => w?.close());
+  beforeEach(async () => w.mark());
+
+  const raw = (host: string, lines: string[], body = '') => rawTunnelExchange(w.gw, host, `${lines.join('\r\n')}\r\nConnection: close\r\n\r\n${body}`);
+
+  it('attack: a fragment in the request target is refused (400) before any check reads the path; nothing is forwarded', async () => {
+    const body = 'amount=100&currency=usd';
+    const r = statusOf(await raw('api.stripe.com', [
+      'POST /v1/products#/../../v1/charges HTTP/1.1', 'Host: api.stripe.com', `Authorization: Bearer ${w.ph.KEY}`,
+      'Content-Type: application/x-www-form-urlencoded', `Content-Length: ${body.length}`,
+    ], body));
+    expect([r.status, r.error]).to.deep.equal([400, 'invalid_request']);
+    expect(w.up.seen).to.have.length(0);
+    const [e] = await w.audited();
+    expect(e).to.include({ decision: 'deny', reason: 'invalid_request', status: 400 });
+    // An upgrade with one too.
+    const u = statusOf(await raw('api.allowed.com', ['GET /socket#x HTTP/1.1', 'Host: api.allowed.com', ...UPGRADE_HEADERS.trim().split('\r\n')]));
+    expect([u.status, u.error]).to.deep.equal([400, 'invalid_request']);
+  });
+
+  it('attack: an h2c upgrade (HTTP/2 the gateway would never read) is refused; a WebSocket one is not refused for its kind', async () => {
+    const h2c = statusOf(await raw('api.allowed.com', ['GET / HTTP/1.1', 'Host: api.allowed.com', 'Connection: Upgrade, HTTP2-Settings', 'Upgrade: h2c', 'HTTP2-Settings: AAMAAABkAARAAAAAAAIAAAAA']));
+    expect([h2c.status, h2c.error]).to.deep.equal([400, 'invalid_request']);
+    const both = statusOf(await raw('api.allowed.com', ['GET / HTTP/1.1', 'Host: api.allowed.com', 'Connection: Upgrade', 'Upgrade: websocket, h2c', 'Sec-WebSocket-Version: 13', 'Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==']));
+    expect([both.status, both.error]).to.deep.equal([400, 'invalid_request']);
+    expect(w.up.seen).to.have.length(0);
+  });
+
+  it('attack: a WebSocket to a registered MCP server\'s origin (tool calls no rule would see) is refused', async () => {
+    const r = statusOf(await raw('mcp.tools.example', ['GET /mcp HTTP/1.1', 'Host: mcp.tools.example', ...UPGRADE_HEADERS.trim().split('\r\n')]));
+    expect([r.status, r.error]).to.deep.equal([400, 'invalid_request']);
+    expect(w.up.seen).to.have.length(0);
+  });
+
+  it('Expect: 100-continue is answered by the gateway and not forwarded: the request goes through (it was a 502)', async () => {
+    const body = '{"a":1}';
+    const answer = await raw('api.allowed.com', [
+      'POST /things HTTP/1.1', 'Host: api.allowed.com', `Authorization: Bearer ${w.ph.KEY}`, 'Expect: 100-continue',
+      'Content-Type: application/json', `Content-Length: ${body.length}`,
+    ], body);
+    expect(answer).to.match(/^HTTP\/1\.1 100 Continue\r\n\r\n/);
+    const r = statusOf(answer.replace(/^HTTP\/1\.1 100 Continue\r\n\r\n/, ''));
+    expect(r.status).to.equal(200);
+    expect(w.up.seen).to.have.length(1);
+    expect(w.up.seen[0]!.headers.expect).to.equal(undefined);
+  });
+
+  it('attack: method overrides in spellings the classifier does not read are not forwarded; the one it reads is', async () => {
+    const r = statusOf(await raw('api.allowed.com', [
+      'GET /things/abc HTTP/1.1', 'Host: api.allowed.com', `Authorization: Bearer ${w.ph.KEY}`,
+      'X-HTTP-Method: DELETE', 'X-Method-Override: DELETE', 'X_HTTP_Method_Override: DELETE', 'X_Method_Override: DELETE',
+    ]));
+    expect(r.status).to.equal(200);
+    const h = w.up.seen[0]!.headers;
+    for (const k of ['x-http-method', 'x-method-override', 'x_http_method_override', 'x_method_override']) expect(h[k], k).to.equal(undefined);
+    const [e] = await w.audited();
+    expect(e).to.include({ category: 'read', decision: 'allow' });
+    // X-HTTP-Method-Override itself is read (the wire method and it both count) and forwarded.
+    await w.mark();
+    const d = statusOf(await raw('api.allowed.com', ['GET /things/abc HTTP/1.1', 'Host: api.allowed.com', `Authorization: Bearer ${w.ph.KEY}`, 'X-HTTP-Method-Override: PATCH']));
+    expect(d.status).to.equal(200);
+    expect(w.up.seen[0]!.headers['x-http-method-override']).to.equal('PATCH');
+    const [e2] = await w.audited();
+    expect(e2).to.include({ category: 'write' });
+  });
+});
