@@ -10,7 +10,7 @@
  * So a request that hides what it does is never treated better than any reading of it.
  */
 import type { Effect } from './categories.js';
-import { addressWithin, type Money, type RequestFacts } from './facts.js';
+import { domainSet, domainWithin, recipientDomains, type Money, type RequestFacts } from './facts.js';
 
 export const COUNT_WINDOWS = ['hour', 'day'] as const;
 export type CountWindow = (typeof COUNT_WINDOWS)[number];
@@ -58,7 +58,11 @@ function amountOver(c: Money, facts: RequestFacts | null | undefined): boolean |
 function recipientsOutside(domains: readonly string[], facts: RequestFacts | null | undefined): boolean | null {
   const rs = facts?.recipients;
   if (!Array.isArray(rs)) return null;
-  for (const r of rs) if (typeof r !== 'string' || !addressWithin(r, domains)) return true;
+  // Each distinct domain once, against the rule's domains as a set (facts.ts): linear in both.
+  const ds = recipientDomains(rs);
+  if (ds === null) return true;
+  const set = domainSet(domains);
+  for (const d of ds) if (!domainWithin(d, set)) return true;
   return false;
 }
 

@@ -599,7 +599,7 @@ function crossChecked(d: RequestDetails, req: ClassifyRequest): RequestDetails {
   const facts = factsOf(req, '');
   for (const [fact, labels] of Object.entries(FACT_LABELS) as Array<[keyof RequestFacts, readonly string[]]>) {
     if (facts[fact] === null && d.fields.some((x) => labels.includes(x.label))) {
-      return { ...d, unreadable: `its ${fact} can be read more than one way (the policy reads none): what it does may differ from what is shown` };
+      return { ...d, unreadable: `the policy could not read its ${fact} (more than one way to read it, or more than it reads): what it does may differ from what is shown` };
     }
   }
   return d;

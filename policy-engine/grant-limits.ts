@@ -14,7 +14,7 @@
  * The store consumes `used` atomically when a request is forwarded (the check here is
  * against the cached `used`; the atomic consume is the final word, across nodes).
  */
-import { addressWithin, type RequestFacts } from './facts.js';
+import { domainSet, domainWithin, recipientDomains, type RequestFacts } from './facts.js';
 
 export interface GrantLimits {
   readonly per_request_minor_units?: number;
@@ -51,7 +51,10 @@ export function withinLimits(limits: GrantLimits, used: GrantUse | null | undefi
   if (limits.recipients_within !== undefined) {
     const rs = facts?.recipients;
     if (!rs || rs.length === 0) return false;
-    for (const r of rs) if (!addressWithin(r, limits.recipients_within)) return false;
+    const ds = recipientDomains(rs);
+    if (ds === null) return false;
+    const set = domainSet(limits.recipients_within);
+    for (const d of ds) if (!domainWithin(d, set)) return false;
   }
   return true;
 }

@@ -229,6 +229,17 @@ function decodable(host: string): boolean {
   return h === STRIPE_HOST || isSlackHost(h) || isGoogleHost(h);
 }
 
+/**
+ * Recipients a request may name and still be read: more are unreadable (the riskier
+ * reading). Gmail takes at most 500 a message; a 10 MiB calendar body named ~300,000 guests,
+ * each checked against every rule's domains (a fourth review).
+ */
+export const MAX_RECIPIENTS = 1000;
+
+function bounded(r: readonly string[] | null): readonly string[] | null {
+  return r !== null && r.length > MAX_RECIPIENTS ? null : r;
+}
+
 export function factsOf(req: ClassifyRequest, connector: string): RequestFacts {
   void connector;
   if (!decodable(req.host)) return NONE;
@@ -237,11 +248,11 @@ export function factsOf(req: ClassifyRequest, connector: string): RequestFacts {
     if (isGoogleHost(p.host)) {
       if (gmailBase(p.lower) !== -1) {
         const r = gmailRecipients(p);
-        return r === undefined ? NONE : { recipients: r };
+        return r === undefined ? NONE : { recipients: bounded(r) };
       }
       if (isCalendarPath(p.lower)) {
         const r = calendarGuests(p);
-        return r === undefined ? NONE : { recipients: r };
+        return r === undefined ? NONE : { recipients: bounded(r) };
       }
       return NONE;
     }

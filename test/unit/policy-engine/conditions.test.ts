@@ -220,4 +220,38 @@ describe('policy-engine: rule conditions (issue 26)', () => {
       expect(factsNeedBody({ method: 'POST', host: 'example.com', path: '/', headers: {} })).to.equal(false);
     });
   });
+
+  describe('a fourth review: the cost of recipients_outside cannot be driven up by a request', () => {
+    it('attack: 1,000 recipients of distinct domains against 100 rules of 100 domains read each rule\'s list once, not once a recipient', () => {
+      let reads = 0;
+      const lists = Array.from({ length: 100 }, (_, r) => {
+        const domains = Array.from({ length: 100 }, (_, i) => `d${r}x${i}.example.com`);
+        return new Proxy(domains, { get: (t, k, rcv) => (typeof k === 'string' && /^\d+$/.test(k) && reads++, Reflect.get(t, k, rcv)) });
+      });
+      const recipients = Array.from({ length: 1000 }, (_, i) => `u${i}@sub${i}.d99x99.example.com`);
+      for (let round = 0; round < 2; round++) {
+        for (const domains of lists) expect(conditionsHold({ recipients_outside: domains }, 'ask', { facts: { recipients } })).to.equal(domains !== lists[99]);
+      }
+      // Each list read once (to build its set), not 2 rounds x 1,000 recipients x 100 rules times.
+      expect(reads).to.be.at.most(100 * 100);
+    });
+
+    it('subdomains and trailing dots as before: within a listed domain or under it, never a look-alike', () => {
+      const within = (address: string, domains: string[]) => !conditionsHold({ recipients_outside: domains }, 'ask', { facts: { recipients: [address] } });
+      expect(within('x@eu.acme.com', ['acme.com'])).to.equal(true);
+      expect(within('x@acme.com.', ['.ACME.com.'])).to.equal(true);
+      expect(within('x@acme.com.evil.io', ['acme.com'])).to.equal(false);
+      expect(within('x@notacme.com', ['acme.com'])).to.equal(false);
+      expect(within('no-domain', ['acme.com'])).to.equal(false);
+    });
+
+    it('a request naming more than 1,000 recipients has none the policy reads (the riskier reading)', () => {
+      const event = (n: number) => factsOf({
+        method: 'POST', host: 'www.googleapis.com', path: '/calendar/v3/calendars/primary/events', headers: { 'content-type': 'application/json', 'content-length': '1' },
+        body: JSON.stringify({ attendees: Array.from({ length: n }, (_, i) => ({ email: `g${i}@acme.com` })) }),
+      }, '');
+      expect(event(1000).recipients).to.have.length(1000);
+      expect(event(1001).recipients).to.equal(null);
+    });
+  });
 });
