@@ -16,6 +16,8 @@ const scryptAsync = promisify(scrypt) as (pw: string, salt: Buffer, len: number,
 const SCRYPT = { N: 1 << 15, r: 8, p: 1, maxmem: 64 * 1024 * 1024 };
 export const SESSION_MS = 12 * 3_600_000;
 export const LINK_MS = 24 * 3_600_000;
+/** Members of one email (at different developers) a password sign-in tries at most. */
+const MAX_SAME_EMAIL = 5;
 const sha256 = (s: string): string => createHash('sha256').update(s).digest('hex');
 
 interface MemberRow {
@@ -144,11 +146,20 @@ export function createMembersService(deps: { db: Db; clock: Clock }) {
 
   /** Email and password: a new session, or null (the same answer whatever was wrong). */
   async function signIn(email: string, password: string): Promise<{ token: string; session: ConsoleSession } | null> {
-    const rows = await db<MemberRow>('team_members').where({ email: email.trim().toLowerCase() }).limit(2);
-    // The same email under two developers: a password cannot say which; those members use their link.
-    const row = rows.length === 1 ? rows[0]! : undefined;
-    const ok = await checkPassword(password, row?.password_hash ?? null);
-    return ok && row ? startSession(row) : null;
+    // Emails are unique per developer only: another developer may add a member of the same
+    // email (a fourth review: that locked this one out of password sign-in). The password
+    // says which: the one member it matches signs in; none or several, nobody does (the same
+    // person with one password at two developers uses a link). At most MAX_SAME_EMAIL
+    // members with a password are tried (each check is a scrypt), at least one always (the
+    // same cost whether or not the email is known).
+    const rows = await db<MemberRow>('team_members').where({ email: email.trim().toLowerCase() }).whereNotNull('password_hash').orderBy('id').limit(MAX_SAME_EMAIL);
+    if (rows.length === 0) {
+      await checkPassword(password, null);
+      return null;
+    }
+    const matching: MemberRow[] = [];
+    for (const row of rows) if (await checkPassword(password, row.password_hash ?? null)) matching.push(row);
+    return matching.length === 1 ? startSession(matching[0]!) : null;
   }
 
   async function signInWithLink(token: string): Promise<{ token: string; session: ConsoleSession } | null> {

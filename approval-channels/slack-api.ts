@@ -36,6 +36,8 @@ export interface SlackApiOptions {
   timeoutMs?: number;
   extraCa?: string | null;
   overrides?: Readonly<Record<string, { host: string; port: number }>>;
+  /** The service's own ports, shared with its other guards (lib/egress-guard.ts). */
+  forbiddenPorts?: Set<number>;
 }
 
 const MAX_ANSWER = 256 * 1024;
@@ -74,7 +76,7 @@ export function formEncode(args: Record<string, unknown>): string {
 
 export function createSlackApi(opts: SlackApiOptions) {
   const timeoutMs = opts.timeoutMs ?? DEFAULT_SLACK_TIMEOUT_MS;
-  const guard = createEgressGuard({ allowPrivate: opts.allowPrivateDestinations, overrides: opts.overrides, dnsCacheMs: 5_000 });
+  const guard = createEgressGuard({ allowPrivate: opts.allowPrivateDestinations, overrides: opts.overrides, dnsCacheMs: 5_000, forbiddenPorts: opts.forbiddenPorts });
   const dispatcher = new Agent({
     keepAliveTimeout: 4_000,
     headersTimeout: timeoutMs,

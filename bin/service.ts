@@ -335,9 +335,13 @@ export async function startService(config: Readonly<Config>, log: Logger, opts: 
   // GATEWAY_UPSTREAM_CA_FILE, read once: the proxy's upstreams and webhook delivery both
   // trust it on top of Node's roots.
   const upstreamCa = config.upstreamCaFile ? readFileSync(config.upstreamCaFile, 'utf8') : null;
+  // The service's own listening ports, filled in as they bind (upstream.guard.forbidPort):
+  // one set for every egress guard of the service (the proxy's upstreams, OAuth, webhooks,
+  // Slack), so none of them reaches the service itself on a local address.
+  const ownPorts = new Set<number>();
   // OAuth token calls go through the egress guard like every outbound connection (issue 9).
   const oauthHttp = new Agent({
-    connect: createEgressGuard({ allowPrivate: config.allowPrivateUpstreams, overrides: config.upstreamOverrides })
+    connect: createEgressGuard({ allowPrivate: config.allowPrivateUpstreams, overrides: config.upstreamOverrides, forbiddenPorts: ownPorts })
       .connector({ timeout: OAUTH_TIMEOUT_MS, secureContext: upstreamSecureContext(upstreamCa) }) as never,
   });
   const providerEndpoints = { google: config.google, slack: config.slack };
@@ -373,7 +377,7 @@ export async function startService(config: Readonly<Config>, log: Logger, opts: 
   // job for retries and for events other processes queued.
   const webhookDelivery = createWebhookDeliveryService(
     { db, clock, log, metrics, target: (developerId) => webhookEndpoints.deliveryTarget(developerId) },
-    { allowPrivateDestinations: config.allowPrivateUpstreams, timeoutMs: config.webhookTimeoutMs, extraCa: upstreamCa },
+    { allowPrivateDestinations: config.allowPrivateUpstreams, timeoutMs: config.webhookTimeoutMs, extraCa: upstreamCa, forbiddenPorts: ownPorts },
   );
   webhookDelivery.start();
   await scheduleDeliverWebhooks(jobs, webhookDelivery);
@@ -406,6 +410,7 @@ export async function startService(config: Readonly<Config>, log: Logger, opts: 
   const ca = await loadOrCreateCa({ dataDir: config.dataDir, keyring, log });
   const issuer = await createLeafIssuer(ca);
   const upstream = createUpstream({
+    forbiddenPorts: ownPorts,
     overrides: config.upstreamOverrides,
     allowPrivate: config.allowPrivateUpstreams,
     extraCa: upstreamCa,
@@ -665,7 +670,7 @@ export async function startService(config: Readonly<Config>, log: Logger, opts: 
   // Slack approval cards (issue 27; docs/slack-approvals.md): posted and updated from the
   // slack_cards outbox (at once after this process's commits, by the sweep job otherwise),
   // every call through the egress guard; presses come to the public interactivity route.
-  const slackApi = createSlackApi({ allowPrivateDestinations: config.allowPrivateUpstreams, overrides: config.upstreamOverrides, extraCa: upstreamCa, timeoutMs: config.webhookTimeoutMs });
+  const slackApi = createSlackApi({ allowPrivateDestinations: config.allowPrivateUpstreams, overrides: config.upstreamOverrides, extraCa: upstreamCa, timeoutMs: config.webhookTimeoutMs, forbiddenPorts: ownPorts });
   const slackDelivery = createSlackDeliveryService({
     db, clock, log, api: slackApi,
     target: (developerId) => slackChannels.target(developerId),

@@ -49,6 +49,12 @@ export interface EgressGuardOptions {
   resolve?: (host: string) => Promise<LookupAddress[]>;
   /** How long an answer (or a failure) is shared; default 5 s. */
   dnsCacheMs?: number;
+  /**
+   * The service's own listening ports (API, proxy, health, node RPC), shared by every guard
+   * of the service: never reachable on a local address, whichever guard connects (a webhook
+   * or Slack call reached the API port, a fourth review). Default: a set of this guard's own.
+   */
+  forbiddenPorts?: Set<number>;
 }
 
 /** undici's connector signature (`buildConnector.connector`), for `new Agent({ connect })`. */
@@ -185,7 +191,7 @@ export function createEgressGuard(opts: EgressGuardOptions): EgressGuard {
   const baseResolve = opts.resolve ?? systemResolve;
   const cacheMs = opts.dnsCacheMs ?? 5000;
   const cache = new Map<string, { at: number; answer: Promise<LookupAddress[]> }>();
-  const forbiddenPorts = new Set<number>();
+  const forbiddenPorts = opts.forbiddenPorts ?? new Set<number>();
   let local: Set<string> | null = null;
 
   /** Concurrent lookups of one name share one answer (and a failure) for cacheMs. */

@@ -22,6 +22,8 @@ export interface UpstreamOptions {
   bodyTimeoutMs?: number;
   /** Injected for tests; defaults to the system resolver. */
   resolve?: (host: string) => Promise<LookupAddress[]>;
+  /** The service's own ports, shared with its other guards (lib/egress-guard.ts). */
+  forbiddenPorts?: Set<number>;
 }
 
 export interface Upstream {
@@ -37,7 +39,7 @@ export interface Upstream {
 }
 
 export function createUpstream(opts: UpstreamOptions): Upstream {
-  const guard = createEgressGuard({ allowPrivate: opts.allowPrivate, overrides: opts.overrides, ...(opts.resolve ? { resolve: opts.resolve } : {}) });
+  const guard = createEgressGuard({ allowPrivate: opts.allowPrivate, overrides: opts.overrides, forbiddenPorts: opts.forbiddenPorts, ...(opts.resolve ? { resolve: opts.resolve } : {}) });
 
   // One TLS context for every upstream connection, built once (lib/upstream-trust.ts says
   // why): Node's roots plus the operator's extra CA. Webhook delivery trusts the same.

@@ -58,6 +58,8 @@ export interface DeliveryOptions {
   /** Injected for tests (the sender's DNS resolver, an alternative sender). */
   sender?: WebhookSender;
   resolve?: Parameters<typeof createWebhookSender>[0]['resolve'];
+  /** The service's own ports (lib/egress-guard.ts). */
+  forbiddenPorts?: Set<number>;
 }
 
 export interface DeliveryDeps {
@@ -121,7 +123,7 @@ export function createWebhookDeliveryService(deps: DeliveryDeps, opts: DeliveryO
   const leaseMs = opts.leaseMs ?? timeoutMs + LEASE_MARGIN_MS;
   const maxInFlight = opts.maxInFlight ?? DEFAULT_MAX_IN_FLIGHT;
   const maxPerDeveloper = Math.min(opts.maxPerDeveloper ?? DEFAULT_MAX_PER_DEVELOPER, maxInFlight);
-  const sender = opts.sender ?? createWebhookSender({ allowPrivateDestinations: opts.allowPrivateDestinations, timeoutMs, extraCa: opts.extraCa, resolve: opts.resolve });
+  const sender = opts.sender ?? createWebhookSender({ allowPrivateDestinations: opts.allowPrivateDestinations, timeoutMs, extraCa: opts.extraCa, resolve: opts.resolve, forbiddenPorts: opts.forbiddenPorts });
 
   const inFlight = new Map<string, Promise<void>>();
   const perDeveloper = new Map<string, number>();

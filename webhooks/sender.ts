@@ -58,6 +58,8 @@ export interface SenderOptions {
   extraCa?: string | null;
   /** Injected for tests; defaults to the system resolver. */
   resolve?: (host: string) => Promise<LookupAddress[]>;
+  /** The service's own ports, shared with its other guards (lib/egress-guard.ts). */
+  forbiddenPorts?: Set<number>;
 }
 
 export interface WebhookSender {
@@ -91,7 +93,7 @@ const DNS_CACHE_MS = 5_000;
 
 export function createWebhookSender(opts: SenderOptions): WebhookSender {
   const allowPrivate = opts.allowPrivateDestinations;
-  const guard = createEgressGuard({ allowPrivate, dnsCacheMs: DNS_CACHE_MS, ...(opts.resolve ? { resolve: opts.resolve } : {}) });
+  const guard = createEgressGuard({ allowPrivate, dnsCacheMs: DNS_CACHE_MS, forbiddenPorts: opts.forbiddenPorts, ...(opts.resolve ? { resolve: opts.resolve } : {}) });
   const dispatcher = new Agent({
     keepAliveTimeout: 4_000,
     headersTimeout: opts.timeoutMs,

@@ -507,6 +507,27 @@ describe('webhook delivery to a private destination (GATEWAY_ALLOW_PRIVATE_UPSTR
   });
 });
 
+describe('webhook delivery to the service itself (GATEWAY_ALLOW_PRIVATE_UPSTREAMS=1)', function () {
+  this.timeout(30_000);
+  let t: TestService;
+  before(async () => {
+    t = await startTestService({ GATEWAY_ALLOW_PRIVATE_UPSTREAMS: '1' });
+  });
+  after(async () => {
+    await t?.close();
+  });
+
+  it('attack: an endpoint on the service\'s own API port is refused like the proxy refuses it: no connection, private_destination (it answered 404, a fourth review)', async () => {
+    const url = `${t.url}/v1/approvals/apr_0123456789abcdef01234567/decision`;
+    const put = await t.api.put('/v1/webhook-endpoint', { url });
+    expect(put.status, put.text).to.equal(200);
+    const id = (await withTx(t.svc.db, (trx) => enqueueEvent(trx, { developerId: DEFAULT_DEVELOPER_ID, type: 'approval.requested', environmentId: null, data: {}, createdAtMs: t.svc.clock.nowMs() })))!;
+    let rows: any[] = [];
+    await waitUntil('an attempt', async () => (rows = (await t.api.get(`/v1/webhook-deliveries?event_id=${id}`)).body.data).length >= 1);
+    expect(rows[0]).to.deep.include({ status: 'failed', status_code: null, error: 'private_destination', url });
+  });
+});
+
 describe('webhook delivery: several workers on one database', function () {
   this.timeout(60_000);
 

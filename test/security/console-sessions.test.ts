@@ -149,6 +149,26 @@ describe('attack: console sessions and sign-in links past their lifetime; a logi
     expect((await browser().go(m.signIn)).status).to.equal(404);
   });
 
+  it('attack: another developer adding a member with the same email cannot lock this one out of password sign-in (a fourth review); each password signs in to its own', async () => {
+    const victim = await member('the victim\'s own password');
+    const other = await t.otherDeveloper();
+    const impostor = await other.post('/v1/team-members', { email: victim.email, name: 'Impostor', password: 'the impostor\'s password' });
+    expect(impostor.status, impostor.text).to.equal(201);
+    const login = async (password: string) => {
+      const b = browser();
+      const page = await b.go('/console/login');
+      const r = await b.go('/console/login', { method: 'POST', form: { csrf: field(page.text, 'csrf'), email: victim.email, password } });
+      return { status: r.status, b };
+    };
+    const sessions = async (memberId: string): Promise<number> => Number((await t.svc.db('console_sessions').where({ member_id: memberId }).count({ n: '*' }))[0]!.n);
+    expect((await login('the victim\'s own password')).status).to.equal(303);
+    expect([await sessions(victim.id), await sessions(impostor.body.id)]).to.deep.equal([1, 0]);
+    // The impostor's password signs in to the impostor, at its own developer only.
+    expect((await login('the impostor\'s password')).status).to.equal(303);
+    expect([await sessions(victim.id), await sessions(impostor.body.id)]).to.deep.equal([1, 1]);
+    expect((await login('a wrong password, long enough')).status).to.equal(401);
+  });
+
   it('attack: a login POST without the login cookie is refused (with the form\'s token, an empty one, none); with the cookie it signs in', async () => {
     const m = await member('a long enough password');
     const creds = { email: m.email, password: 'a long enough password' };
