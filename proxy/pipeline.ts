@@ -134,12 +134,13 @@ const HOP_BY_HOP = new Set([
 /**
  * Method overrides in spellings the classifier does not read (it reads X-HTTP-Method-Override
  * on every request, policy-engine/classify/http.ts): `X-HTTP-Method`, `X-Method-Override`,
- * and underscore forms a CGI-style server maps onto the dashed name. Not forwarded, so no
- * upstream can run a method the gateway did not classify.
+ * and underscore forms a CGI-style server maps onto the dashed name; and the headers some
+ * frameworks route by instead of the request line (`X-Original-URL`, `X-Rewrite-URL`: IIS,
+ * Symfony). Not forwarded, so no upstream runs a method or a path the gateway did not classify.
  */
 function unreadOverride(name: string): boolean {
   const n = name.replace(/_/g, '-');
-  return n === 'x-http-method' || n === 'x-method-override' || (n === 'x-http-method-override' && n !== name);
+  return n === 'x-http-method' || n === 'x-method-override' || (n === 'x-http-method-override' && n !== name) || n === 'x-original-url' || n === 'x-rewrite-url';
 }
 const RESPONSE_HOP_BY_HOP = new Set(['connection', 'keep-alive', 'proxy-connection', 'transfer-encoding', 'trailer', 'upgrade']);
 

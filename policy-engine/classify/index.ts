@@ -24,6 +24,7 @@ import { isGoogleBatchPath, parseGoogleBatch } from './google-batch.js';
 import { contentEncoded, googleMethods, isReadMethod, mostDangerousVerdict, parseRequest, wireAndOverrideMethods } from './http.js';
 import { classifySlack, isSlackApiPath, isSlackHost } from './slack.js';
 import { STRIPE_HOST, classifyStripe, stripeNeedsBody } from './stripe.js';
+import { looseTargetSegments } from './minting.js';
 import type { Classification, ClassifyRequest, ParsedRequest, Verdict } from './types.js';
 
 export type { Classification, ClassifyRequest } from './types.js';
@@ -98,7 +99,18 @@ function route(p: ParsedRequest, hint: string | undefined, depth: number): Route
  * result's connector unchanged. Never throws for any input of the declared type.
  */
 export function classify(req: ClassifyRequest, connectorHint?: string): Classification {
-  const { verdict, inferred } = route(parseRequest(req), connectorHint, 0);
+  const p = parseRequest(req);
+  let { verdict, inferred } = route(p, connectorHint, 0);
+  // The path as a lenient router reads it too (a fourth review): `/v1/charges;x=1`,
+  // `/v1%2Fcharges`, `/v1/x\..\charges`, `/v1/charges.` reach Stripe's charges on a server
+  // that drops `;` parameters, decodes `%2F`, maps `\` or trims dots, and were classified as
+  // a generic write. Both readings are classified; the more dangerous wins (as the minting
+  // check reads both: minting.ts).
+  const loose = looseTargetSegments(req.path);
+  if (loose.length !== p.lower.length || loose.some((s, i) => s !== p.lower[i])) {
+    const other = route({ ...p, segments: loose, lower: loose }, connectorHint, 0);
+    if (dangerRank(other.verdict.category) > dangerRank(verdict.category)) ({ verdict, inferred } = { verdict: { ...other.verdict, rule: `${other.verdict.rule} (path read loosely)` }, inferred: other.inferred ?? inferred });
+  }
   const out: Classification = {
     connector: connectorHint ?? inferred,
     category: verdict.category,

@@ -265,6 +265,11 @@ function decodeAscii(s: string): string {
   return out;
 }
 
+/** The loose reading of a request target's path (origin- or absolute-form, query and fragment cut). */
+export function looseTargetSegments(target: string): string[] {
+  return looseSegments(pathname(target));
+}
+
 /** The loose reading (see the file comment). */
 export function looseSegments(path: string): string[] {
   const out: string[] = [];

@@ -1,6 +1,6 @@
 import { expect } from 'chai';
 import { startAttackWorld, type AttackWorld } from '../helpers/attack-fixture.js';
-import { rawTunnelExchange, statusOf, UPGRADE_HEADERS } from '../helpers/proxy-client.js';
+import { openTunnel, rawTunnelExchange, statusOf, UPGRADE_HEADERS } from '../helpers/proxy-client.js';
 
 /**
  * A fourth review's request-parsing findings: what the gateway checks must be what the
@@ -62,6 +62,23 @@ describe('security: request parsing the upstream could read otherwise (a fourth 
     expect(w.up.seen).to.have.length(0);
   });
 
+  it('attack: a Stripe charge whose path a lenient router reads as /v1/charges (;x=1, %2F, a backslash, a trailing dot) is a payment, held; never a generic write the policy allows', async () => {
+    const body = 'amount=100&currency=usd';
+    for (const path of ['/v1/charges;x=1', '/v1%2Fcharges', '/v1/x\\..\\charges', '/v1/charges.']) {
+      const t = await openTunnel(w.gw, 'api.stripe.com');
+      t.tls.write(`POST ${path} HTTP/1.1\r\nHost: api.stripe.com\r\nAuthorization: Bearer ${w.ph.KEY}\r\nContent-Type: application/x-www-form-urlencoded\r\nContent-Length: ${body.length}\r\n\r\n${body}`);
+      let pending: Array<{ id: string; category: string; summary: string }> = [];
+      for (let i = 0; i < 300 && pending.length === 0; i++) {
+        pending = (await w.t.api.get(`/v1/approvals?status=pending&environment_id=${w.envId}`)).body.data;
+        if (pending.length === 0) await new Promise((r) => setTimeout(r, 10));
+      }
+      expect(pending.map((a) => a.category), path).to.deep.equal(['pay']);
+      await w.t.api.post(`/v1/approvals/${pending[0]!.id}/decision`, { decision: 'deny' });
+      t.tls.destroy();
+      expect(w.up.seen, path).to.have.length(0);
+    }
+  });
+
   it('Expect: 100-continue is answered by the gateway and not forwarded: the request goes through (it was a 502)', async () => {
     const body = '{"a":1}';
     const answer = await raw('api.allowed.com', [
@@ -75,14 +92,15 @@ describe('security: request parsing the upstream could read otherwise (a fourth 
     expect(w.up.seen[0]!.headers.expect).to.equal(undefined);
   });
 
-  it('attack: method overrides in spellings the classifier does not read are not forwarded; the one it reads is', async () => {
+  it('attack: method overrides in spellings the classifier does not read, and routing headers (X-Original-URL), are not forwarded; the override it reads is', async () => {
     const r = statusOf(await raw('api.allowed.com', [
       'GET /things/abc HTTP/1.1', 'Host: api.allowed.com', `Authorization: Bearer ${w.ph.KEY}`,
       'X-HTTP-Method: DELETE', 'X-Method-Override: DELETE', 'X_HTTP_Method_Override: DELETE', 'X_Method_Override: DELETE',
+      'X-Original-URL: /things/abc/delete', 'X-Rewrite-URL: /things/abc/delete',
     ]));
     expect(r.status).to.equal(200);
     const h = w.up.seen[0]!.headers;
-    for (const k of ['x-http-method', 'x-method-override', 'x_http_method_override', 'x_method_override']) expect(h[k], k).to.equal(undefined);
+    for (const k of ['x-http-method', 'x-method-override', 'x_http_method_override', 'x_method_override', 'x-original-url', 'x-rewrite-url']) expect(h[k], k).to.equal(undefined);
     const [e] = await w.audited();
     expect(e).to.include({ category: 'read', decision: 'allow' });
     // X-HTTP-Method-Override itself is read (the wire method and it both count) and forwarded.
