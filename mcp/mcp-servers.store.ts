@@ -43,4 +43,8 @@ export const mcpServersStore = {
   forEnvironment(db: Queryable, developerId: string, environmentId: string): Promise<McpServerRow[]> {
     return db<McpServerRow>('mcp_servers').where({ developer_id: developerId }).whereIn('scope', [environmentId, DEVELOPER_SCOPE]).orderBy('name');
   },
+  /** The same rows, their name, scope and URL only (the egress allowlist reads no tools map). */
+  urlsForEnvironment(db: Queryable, developerId: string, environmentId: string): Promise<Array<Pick<McpServerRow, 'name' | 'scope' | 'url'>>> {
+    return db<McpServerRow>('mcp_servers').where({ developer_id: developerId }).whereIn('scope', [environmentId, DEVELOPER_SCOPE]).orderBy('name').select('name', 'scope', 'url');
+  },
 };

@@ -157,6 +157,25 @@ describe('secrets and egress: gateway lookups and cache', function () {
       expect((await o.secrets.secretsForEnvironment(e1.id))!.byName.has('SHARED')).to.equal(false);
     });
 
+    it('a developer-level secret is one object in every environment\'s snapshot (not a copy each: a fourth review), and a change to any field is a new one', async () => {
+      const o = own();
+      const { dev, env: e1, developerId } = await devWithEnv();
+      const e2 = await createEnv(dev);
+      await o.secrets.put(developerId, null, 'BIG', { value: 'v'.repeat(60_000), allowed_hosts: Array.from({ length: 100 }, (_, i) => `h${i}.big.example`) });
+      const secretOf = async (id: string) => (await o.cache.get(id))!.secrets.find((x) => x.name === 'BIG')!;
+      const a = await secretOf(e1.id);
+      expect(await secretOf(e2.id)).to.equal(a);
+      // Reloaded after the ttl, unchanged: still the one object.
+      o.tick(5_000);
+      expect(await secretOf(e1.id)).to.equal(a);
+      // Only the hosts change (in the same millisecond as far as any timestamp knows): a new object, the new hosts.
+      await o.secrets.put(developerId, null, 'BIG', { value: 'v'.repeat(60_000), allowed_hosts: ['only.big.example'] });
+      const b = await secretOf(e2.id);
+      expect(b).to.not.equal(a);
+      expect(b.allowedHosts).to.deep.equal(['only.big.example']);
+      expect(await secretOf(e1.id)).to.equal(b);
+    });
+
     it('environment egress PUT is seen by the next lookup; null falls back to the developer default', async () => {
       const o = own();
       const { env, developerId } = await devWithEnv();
