@@ -88,6 +88,8 @@ export const MAX_ADDRESSES = 200;
  * would not fit. Taken round-robin over the fields, so no field is crowded out by another.
  */
 export const MAX_ADDRESS_BYTES = 32 * 1024;
+/** A batch's parts' fields, at most (JSON bytes): the whole card stays within the 64 KiB column. */
+export const MAX_BATCH_DETAIL_BYTES = 40 * 1024;
 
 // C0 (but tab and newline), DEL, C1, bidi embeddings/overrides/isolates, zero-width and
 // other invisible formatting characters, line and paragraph separators.
@@ -569,6 +571,8 @@ function describeGoogleBatch(req: ClassifyRequest, p: ParsedRequest, f: Fields):
   const batch = parseGoogleBatch(p.contentType, p.body, p.host);
   if (!batch.ok) return { kind, fields: f.out, unreadable: `the batch could not be split into its requests (${batch.why})` };
   const unread: string[] = [];
+  let bytes = 0;
+  let unshown = 0;
   batch.parts.forEach((part, i) => {
     const n = i + 1;
     f.add(`${n}: Request`, `${part.method.toUpperCase()} ${part.host}${part.path.split('?')[0]}`);
@@ -576,10 +580,20 @@ function describeGoogleBatch(req: ClassifyRequest, p: ParsedRequest, f: Fields):
     const d = describeOne(part, inner, false);
     if (d === null) return;
     const checked = withLosses(crossChecked(d, part), inner);
+    // The details are stored in a TEXT column (64 KiB on MySQL): each part's card is up to
+    // MAX_ADDRESS_BYTES of addresses, so past MAX_BATCH_DETAIL_BYTES a part's fields are left out, said so.
+    const size = Buffer.byteLength(JSON.stringify(checked.fields));
+    if (bytes + size > MAX_BATCH_DETAIL_BYTES) {
+      unshown++;
+      return;
+    }
+    bytes += size;
     f.addAll(`${n}: `, checked.fields);
     if (checked.unreadable !== undefined) unread.push(`request ${n}: ${checked.unreadable}`);
   });
-  return unread.length > 0 ? { kind, fields: f.out, unreadable: unread.join('; ') } : { kind, fields: f.out };
+  if (unshown > 0) unread.push(`the card leaves out the content of ${unshown} of the batch's ${batch.parts.length} requests`);
+  const why = unread.length > 4 ? `${unread.slice(0, 4).join('; ')}; and ${unread.length - 4} more` : unread.join('; ');
+  return unread.length > 0 ? { kind, fields: f.out, unreadable: why } : { kind, fields: f.out };
 }
 
 /** Fields whose value is a fact the policy reads (request-facts.ts). */

@@ -109,6 +109,14 @@ describe('MCP through the gateway (issue 28)', function () {
     });
   }
 
+  it('a map of 1,000 tools of 128 characters (the most a registration takes, ~150 KB) is stored and read back, on MySQL too', async () => {
+    const tools = Object.fromEntries(Array.from({ length: 1000 }, (_, i) => [`${String(i).padStart(4, '0')}${'t'.repeat(124)}`, 'write']));
+    const put = await t.api.put('/v1/mcp-servers/many', { url: 'https://many.example.com/mcp', tools });
+    expect(put.status, put.text.slice(0, 300)).to.equal(201);
+    expect(Object.keys((await t.api.get('/v1/mcp-servers/many')).body.tools)).to.have.length(1000);
+    expect((await t.api.delete('/v1/mcp-servers/many')).status).to.equal(204);
+  });
+
   it('registers servers: PUT 201 then 200, GET, list, 400 for http:// and bad tool names, 422 for a bad category, an environment override', async () => {
     expect((await t.api.put('/v1/mcp-servers/tmp', { url: 'https://tmp.example.com/mcp', tools: { a_tool: 'read' } })).status).to.equal(201);
     const again = await t.api.put('/v1/mcp-servers/tmp', { url: 'https://tmp.example.com/mcp', default_category: 'write' });

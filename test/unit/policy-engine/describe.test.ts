@@ -416,6 +416,17 @@ describe('policy-engine: describeRequest (approval card details)', () => {
       expect(bad?.unreadable).to.match(/could not be split/);
     });
 
+    it('a batch of many large sends stays within the stored details\' 64 KiB, saying which parts it leaves out', () => {
+      const to = Array.from({ length: 200 }, (_, i) => `"${'N'.repeat(70)}" <person${i}.${'x'.repeat(40)}@example.com>`).join(', ');
+      const raw = Buffer.from(`To: ${to}\r\nSubject: s\r\n\r\nx`).toString('base64url');
+      const part = (i: number) => `--b\r\nContent-Type: application/http\r\nContent-ID: ${i}\r\n\r\nPOST /gmail/v1/users/me/messages/send\r\nContent-Type: application/json\r\n\r\n${JSON.stringify({ raw })}\r\n`;
+      const body = `${Array.from({ length: 6 }, (_, i) => part(i)).join('')}--b--\r\n`;
+      const d = describeRequest({ method: 'POST', host: 'www.googleapis.com', path: '/batch/gmail/v1', headers: { 'content-type': 'multipart/mixed; boundary=b', 'content-length': '1' }, body });
+      expect(Buffer.byteLength(JSON.stringify(d))).to.be.below(64 * 1024);
+      expect(d?.unreadable).to.match(/leaves out the content of \d+ of the batch's 6 requests/);
+      expect(addrs(d, '1: To')).to.have.length.above(0);
+    });
+
     it('Stripe: an amount and currency in the query string are shown (Stripe reads them), with the connected account', () => {
       const d = describeRequest({ method: 'POST', host: 'api.stripe.com', path: '/v1/payment_intents?amount=5000000&currency=usd&confirm=true', headers: { ...form, 'stripe-account': 'acct_evil' }, body: 'customer=cus_1' });
       expect(field(d, 'Amount')).to.equal('50000.00 USD');
