@@ -79,6 +79,13 @@ export function privateAddressReason(ip: string): string | null {
   if (g[0] === 0x64 && g[1] === 0xff9b && g.slice(2, 6).every((x) => x === 0)) {
     return privateAddressReason(`${g[6]! >> 8}.${g[6]! & 0xff}.${g[7]! >> 8}.${g[7]! & 0xff}`);
   }
+  // Where a relay or translator on the way would reach an IPv4 address, or a scope that is not
+  // one host (a fourth review): 6to4 judged by the IPv4 it embeds, Teredo (its client address
+  // is obfuscated in it), local-use NAT64 (a translator of the site's own), multicast.
+  if (g[0] === 0x2002) return privateAddressReason(`${g[1]! >> 8}.${g[1]! & 0xff}.${g[2]! >> 8}.${g[2]! & 0xff}`);
+  if (g[0] === 0x2001 && g[1] === 0) return 'Teredo (2001::/32)';
+  if (g[0] === 0x64 && g[1] === 0xff9b && g[2] === 1) return 'local-use NAT64 (64:ff9b:1::/48)';
+  if ((g[0]! & 0xff00) === 0xff00) return 'multicast (ff00::/8)';
   if ((g[0]! & 0xfe00) === 0xfc00) return 'unique local (fc00::/7)';
   if ((g[0]! & 0xffc0) === 0xfe80) return 'link-local (fe80::/10)';
   return null;

@@ -9,11 +9,14 @@ describe('private destinations (lib/net)', () => {
     '192.168.0.1', '192.168.255.255', '169.254.169.254', '0.0.0.0', '0.1.2.3', '100.64.0.1',
     '::1', '::', 'fc00::1', 'fd12:3456::1', 'fe80::1', 'febf::1', 'fe80::1%eth0',
     '::ffff:127.0.0.1', '::ffff:7f00:1', '::ffff:10.1.2.3', '::ffff:169.254.169.254', '64:ff9b::10.0.0.1', '0:0:0:0:0:0:0:1',
+    // A fourth review: 6to4 of a private IPv4, Teredo, local-use NAT64, multicast.
+    '2002:7f00:1::1', '2002:a9fe:a9fe::1', '2001:0:4136:e378:8000:63bf:3fff:fdd2', '64:ff9b:1::a00:1', 'ff02::1', 'ff05::1:3',
   ];
   const publicIps = [
     '8.8.8.8', '1.1.1.1', '172.15.255.255', '172.32.0.0', '192.167.255.255', '192.169.0.0', '169.253.0.1',
     '11.0.0.1', '126.255.255.255', '128.0.0.1', '100.63.255.255', '100.128.0.0',
     '2001:4860:4860::8888', '2606:4700::1111', 'fec0::1', 'fbff::1', '::ffff:8.8.8.8', '64:ff9b::8.8.8.8',
+    '2002:808:808::1', '2001:1::1', '64:ff9b:2::1',
   ];
   for (const ip of privateIps) it(`${ip} is private`, () => expect(isPrivateAddress(ip)).to.equal(true));
   for (const ip of publicIps) it(`${ip} is public`, () => expect(isPrivateAddress(ip)).to.equal(false));
