@@ -55,6 +55,37 @@ async function hashPassword(password: string): Promise<string> {
   return `scrypt$${SCRYPT.N}$${SCRYPT.r}$${SCRYPT.p}$${salt.toString('base64')}$${key.toString('base64')}`;
 }
 
+/**
+ * Password checks run at once, and wait at most: each is a scrypt (N=2^15, 32 MiB) on libuv's
+ * thread pool (4 threads), which the egress guard's DNS lookups and file reads share. A flood
+ * of unauthenticated sign-ins took every thread (a fourth review); now at most CHECKS_RUNNING
+ * run, CHECKS_WAITING wait, and past that a sign-in is refused at once (`busy`).
+ */
+const CHECKS_RUNNING = 2;
+const CHECKS_WAITING = 32;
+let checksRunning = 0;
+const checksWaiting: Array<() => void> = [];
+
+export class SignInBusyError extends Error {
+  constructor() {
+    super('too many sign-ins at once');
+  }
+}
+
+async function gatedCheck(password: string, stored: string | null): Promise<boolean> {
+  if (checksRunning >= CHECKS_RUNNING) {
+    if (checksWaiting.length >= CHECKS_WAITING) throw new SignInBusyError();
+    await new Promise<void>((resolve) => checksWaiting.push(resolve));
+  } else checksRunning++;
+  try {
+    return await checkPassword(password, stored);
+  } finally {
+    const next = checksWaiting.shift();
+    if (next) next(); // the slot passes on as it is
+    else checksRunning--;
+  }
+}
+
 async function checkPassword(password: string, stored: string | null): Promise<boolean> {
   // A member without a password (or none found) still costs one scrypt: no timing tells who exists.
   const parts = (stored ?? `scrypt$${SCRYPT.N}$8$1$${randomBytes(16).toString('base64')}$${randomBytes(32).toString('base64')}`).split('$');
@@ -145,6 +176,7 @@ export function createMembersService(deps: { db: Db; clock: Clock }) {
   }
 
   /** Email and password: a new session, or null (the same answer whatever was wrong). */
+  /** Throws SignInBusyError when too many sign-ins wait already (the console answers 429). */
   async function signIn(email: string, password: string): Promise<{ token: string; session: ConsoleSession } | null> {
     // Emails are unique per developer only: another developer may add a member of the same
     // email (a fourth review: that locked this one out of password sign-in). The password
@@ -154,11 +186,11 @@ export function createMembersService(deps: { db: Db; clock: Clock }) {
     // same cost whether or not the email is known).
     const rows = await db<MemberRow>('team_members').where({ email: email.trim().toLowerCase() }).whereNotNull('password_hash').orderBy('id').limit(MAX_SAME_EMAIL);
     if (rows.length === 0) {
-      await checkPassword(password, null);
+      await gatedCheck(password, null);
       return null;
     }
     const matching: MemberRow[] = [];
-    for (const row of rows) if (await checkPassword(password, row.password_hash ?? null)) matching.push(row);
+    for (const row of rows) if (await gatedCheck(password, row.password_hash ?? null)) matching.push(row);
     return matching.length === 1 ? startSession(matching[0]!) : null;
   }
 

@@ -5,6 +5,11 @@ import type { ApprovalsService, ApprovalCard, Grant } from '../../approvals/appr
 import type { AuditService } from '../../audit/audit.service.js';
 import { ServiceError } from '../../lib/errors.js';
 import { constantTimeEqual } from '../../lib/crypto.js';
+import { TokenBucket, type BucketRate } from '../../lib/token-bucket.js';
+import { SignInBusyError } from '../../accounts/members.service.js';
+
+/** Password sign-ins from one address: a burst of 10, then one every 6 seconds. */
+const SIGN_IN_RATE: BucketRate = { perSecond: 1 / 6, burst: 10 };
 
 /**
  * The console (issue 15): server-rendered HTML under /console for team members. Sessions
@@ -76,6 +81,19 @@ export function consoleRouter(deps: ConsoleDeps): Router {
   const r = Router();
   r.use(express.urlencoded({ extended: false, limit: '16kb' }));
 
+  /** Sign-in attempts by remote address (a token bucket each; full ones are forgotten past 10,000 addresses). */
+  const attempts = new Map<string, TokenBucket>();
+  const attemptsOf = (address: string): number => {
+    const now = performance.now();
+    let b = attempts.get(address);
+    if (b === undefined) {
+      if (attempts.size >= 10_000) for (const [a, x] of attempts) if (x.full(now)) attempts.delete(a);
+      b = new TokenBucket(SIGN_IN_RATE, now);
+      if (attempts.size < 10_000) attempts.set(address, b);
+    }
+    return b.take(now);
+  };
+
   const cookieAttrs = (): string => `Path=/console; HttpOnly; SameSite=Strict${deps.secure() ? '; Secure' : ''}`;
 
   function page(res: Response, status: number, title: string, body: string, session: ConsoleSession | null, script = ''): void {
@@ -142,9 +160,22 @@ dl.details dt{color:#5b6476;font-size:13px} dl.details dd{margin:0;white-space:p
     if (!want || typeof req.body?.csrf !== 'string' || !constantTimeEqual(req.body.csrf, want)) {
       return loginPage(res, 403, 'The form expired; please try again.');
     }
-    const out = typeof req.body.email === 'string' && typeof req.body.password === 'string'
-      ? await members.signIn(req.body.email.slice(0, 320), req.body.password.slice(0, 1024))
-      : null;
+    // Password guessing from one address: 10 attempts, then one every 6 seconds.
+    const wait = attemptsOf(req.socket.remoteAddress ?? '');
+    if (wait > 0) {
+      res.setHeader('Retry-After', String(Math.ceil(wait / 1000)));
+      return loginPage(res, 429, 'Too many sign-in attempts from here; wait a little and try again.');
+    }
+    let out: Awaited<ReturnType<MembersService['signIn']>> = null;
+    try {
+      out = typeof req.body.email === 'string' && typeof req.body.password === 'string'
+        ? await members.signIn(req.body.email.slice(0, 320), req.body.password.slice(0, 1024))
+        : null;
+    } catch (err) {
+      if (!(err instanceof SignInBusyError)) throw err;
+      res.setHeader('Retry-After', '2');
+      return loginPage(res, 429, 'Too many sign-ins at once; try again in a moment.');
+    }
     if (!out) return loginPage(res, 401, 'That email and password do not match a team member.');
     res.setHeader('Set-Cookie', [`${COOKIE}=${out.token}; ${cookieAttrs()}; Max-Age=${12 * 3600}`, `${LOGIN_CSRF}=; ${cookieAttrs()}; Max-Age=0`]);
     res.redirect(303, '/console/approvals');

@@ -2,7 +2,8 @@ import { expect } from 'chai';
 import { randomBytes } from 'node:crypto';
 import { startTestService, type TestService } from '../helpers/service.js';
 import { DEFAULT_DEVELOPER_ID } from '../../accounts/accounts.service.js';
-import { LINK_MS, SESSION_MS } from '../../accounts/members.service.js';
+import { createMembersService, LINK_MS, SESSION_MS, SignInBusyError } from '../../accounts/members.service.js';
+import { ServiceClock } from '../../lib/clock.js';
 
 /**
  * Issue 23, item 8 (c, d): the console's credentials end. A session cookie (12 hours) and a
@@ -193,5 +194,50 @@ describe('attack: console sessions and sign-in links past their lifetime; a logi
     expect(ok.status).to.equal(303);
     expect(ok.location).to.equal('/console/approvals');
     expect((await other.go('/console/approvals')).status).to.equal(200);
+  });
+});
+
+/**
+ * A fourth review: password sign-in had no bound. From one address, guesses were unlimited;
+ * from many, each attempt's scrypt (32 MiB, ~100 ms) took a thread of libuv's pool of four,
+ * which the egress guard's DNS lookups share. Now one address gets 10 attempts, then one
+ * every 6 s (429 with Retry-After); at most 2 checks run and 32 wait, the rest are refused at once.
+ */
+describe('attack: password guessing and sign-in floods (a fourth review)', function () {
+  this.timeout(30_000);
+  let t: TestService;
+  before(async () => {
+    t = await startTestService();
+  });
+  after(async () => {
+    await t?.close();
+  });
+
+  it('one address gets 10 attempts, then 429 with Retry-After, the right password too', async () => {
+    const email = `g-${randomBytes(5).toString('hex')}@example.com`;
+    expect((await t.api.post('/v1/team-members', { email, name: 'G', password: 'the right password' })).status).to.equal(201);
+    const attempt = async (password: string) => {
+      const page = await fetch(`${t.url}/console/login`);
+      const csrf = /name="csrf" value="([^"]+)"/.exec(await page.text())![1]!;
+      const cookie = page.headers.getSetCookie().map((c) => c.split(';')[0]).join('; ');
+      const r = await fetch(`${t.url}/console/login`, { method: 'POST', redirect: 'manual', headers: { cookie, 'content-type': 'application/x-www-form-urlencoded' }, body: new URLSearchParams({ csrf, email, password }).toString() });
+      await r.text();
+      return { status: r.status, retryAfter: r.headers.get('retry-after') };
+    };
+    for (let i = 0; i < 10; i++) expect((await attempt(`guess number ${i}`)).status).to.equal(401);
+    const next = await attempt('the right password');
+    expect(next.status).to.equal(429);
+    expect(Number(next.retryAfter)).to.be.within(1, 6);
+  });
+
+  it('at most 2 checks run and 32 wait: past that a sign-in is refused at once, and the others still answer', async () => {
+    const members = createMembersService({ db: t.svc.db, clock: new ServiceClock() });
+    const email = `f-${randomBytes(5).toString('hex')}@example.com`;
+    await members.create(DEFAULT_DEVELOPER_ID, { email, name: 'F', password: 'the right password' });
+    const results = await Promise.allSettled(Array.from({ length: 40 }, () => members.signIn(email, 'a wrong password')));
+    const busy = results.filter((r) => r.status === 'rejected' && r.reason instanceof SignInBusyError).length;
+    expect(busy).to.equal(6);
+    expect(results.filter((r) => r.status === 'fulfilled' && r.value === null)).to.have.length(34);
+    expect(await members.signIn(email, 'the right password')).to.not.equal(null);
   });
 });
