@@ -142,6 +142,8 @@ function unreadOverride(name: string): boolean {
   const n = name.replace(/_/g, '-');
   return n === 'x-http-method' || n === 'x-method-override' || (n === 'x-http-method-override' && n !== name) || n === 'x-original-url' || n === 'x-rewrite-url';
 }
+/** Methods whose requests usually carry no body (an upstream may not read one). */
+const BODYLESS_METHODS = new Set(['GET', 'HEAD', 'OPTIONS', 'DELETE', 'TRACE']);
 const RESPONSE_HOP_BY_HOP = new Set(['connection', 'keep-alive', 'proxy-connection', 'transfer-encoding', 'trailer', 'upgrade']);
 
 function textual(contentType: string | undefined): boolean {
@@ -1025,6 +1027,12 @@ class Exchange {
       await new Promise<void>((resolve) => {
         new Forward(this, resolve).start(s.upstream.dispatcher, {
           origin: s.upstream.origin(target.host, target.port, target.tls), path: outUrl, method: method as Dispatcher.HttpMethod, headers, body: outBody,
+          // A body on a method that usually has none: an upstream that ignores it would read
+          // its bytes as the next request on the connection, and the pool's connections are
+          // shared by every environment (a response meant for one tenant answering another).
+          // Its connection is not reused (a fourth review; undici's own default for such
+          // requests, said here so that it holds whatever undici decides).
+          ...(this.hasBody && BODYLESS_METHODS.has(method) ? { reset: true } : {}),
         });
       });
     } catch (err) {
