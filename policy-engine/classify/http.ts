@@ -109,6 +109,10 @@ export function googleMethods(p: ParsedRequest): readonly string[] {
   // method it may run the wire method, so both count there and the more dangerous wins:
   // `DELETE` with `X-HTTP-Method-Override: GET` is a delete.
   if (p.overrides.length > 0 && p.method !== 'POST') return [p.method, ...p.overrides];
+  // Media uploads (`/upload/...`) are served by Google's upload front end, which is not
+  // documented to honour the header: there both count too (a fourth review; a Gmail send by
+  // upload with `override: GET` was a read).
+  if (p.overrides.length > 0 && p.lower[0] === 'upload') return [p.method, ...p.overrides];
   return p.overrides.length > 0 ? p.overrides : [p.method];
 }
 

@@ -68,6 +68,7 @@ describe('classify fails closed: Google batches (hole 5)', () => {
   const read = `GET ${U}/messages/2`;
   run([
     ['POST batch with X-HTTP-Method-Override: GET hiding a delete', { method: 'POST', path: '/batch/gmail/v1', headers: { 'content-type': 'multipart/mixed; boundary=b', 'x-http-method-override': 'GET' }, body: batch('b', [read, del]) }, ['delete', 'google.batch(gmail.messages.delete)']],
+    ['POST media upload of a Gmail send with X-HTTP-Method-Override: GET (the upload front end may ignore it; a fourth review)', { method: 'POST', host: 'gmail.googleapis.com', path: '/upload/gmail/v1/users/me/messages/send?uploadType=media', headers: { 'content-type': 'message/rfc822', 'x-http-method-override': 'GET' }, body: 'To: a@example.com\r\n\r\nx' }, ['send', 'gmail.messages.send']],
     ['GET batch with a body hiding a delete', { method: 'GET', path: '/batch', headers: { 'content-type': 'multipart/mixed; boundary=b' }, body: batch('b', [del]) }, ['delete', 'google.batch(gmail.messages.delete)']],
     ['two boundary parameters (a server may split on either)', { method: 'POST', path: '/batch/gmail/v1', headers: { 'content-type': 'multipart/mixed; boundary=a; boundary=b' }, body: batch('a', [read]) + batch('b', [del]) }, ['change_permission', 'google.batch.unparsable']],
     ['two equal boundary parameters', { method: 'POST', path: '/batch/gmail/v1', headers: { 'content-type': 'multipart/mixed; boundary=a; Boundary="a"' }, body: batch('a', [read]) }, ['change_permission', 'google.batch.unparsable']],
