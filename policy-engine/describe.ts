@@ -271,6 +271,11 @@ function describeGmail(p: ParsedRequest, f: Fields): RequestDetails | null {
   const json = bodyJsonStrict(p.body, p.headers);
   if (!isObject(json)) return unreadable('the body is not one JSON object');
   const raw = draft ? (isObject(json.message) ? json.message.raw : undefined) : json.raw;
+  // A saved draft's id beside a message: Gmail may send the saved draft, whose recipients are not in the request.
+  if (draft && typeof raw === 'string' && json.id !== undefined) {
+    f.add('Draft', str(json.id) ?? '?');
+    return { kind: 'draft', fields: f.out, unreadable: 'names a saved draft and a message: which one Gmail sends is not known, and the saved draft\'s recipients are not in the request' };
+  }
   if (typeof raw === 'string') {
     const bytes = rawMessage(raw);
     return typeof bytes === 'string' ? unreadable(bytes) : describeMessage(readHeaderBlock(bytes), f, kind);
