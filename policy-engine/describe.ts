@@ -437,7 +437,10 @@ function describeCalendar(p: ParsedRequest, f: Fields): RequestDetails | null {
   f.add('Title', str(json.summary));
   const start = when(json.start);
   const end = when(json.end);
-  if (start !== undefined || end !== undefined) f.add('When', `${start ?? '?'} → ${end ?? '?'}`);
+  const zone = isObject(json.start) ? str(json.start.timeZone) : undefined;
+  if (start !== undefined || end !== undefined) f.add('When', `${start ?? '?'} → ${end ?? '?'}${zone ? ` (${zone})` : ''}`);
+  // A series is many meetings, each inviting its guests (a fourth review: it looked like one).
+  if (Array.isArray(json.recurrence)) f.add('Repeats', json.recurrence.map((r) => str(r) ?? '?'));
   f.add('Location', str(json.location));
   if (Array.isArray(json.attendees)) {
     const guests = json.attendees.map((a) => (isObject(a) ? `${str(a.email) ?? str(a.id) ?? '?'}${a.optional === true ? ' (optional)' : ''}` : '?'));

@@ -475,6 +475,12 @@ describe('policy-engine: describeRequest (approval card details)', () => {
       expect(d?.unreadable).to.match(/cuts 1 value/);
     });
 
+    it('Calendar: a recurring event shows its rule and the start\'s time zone', () => {
+      const d = describeRequest({ method: 'POST', host: 'www.googleapis.com', path: '/calendar/v3/calendars/primary/events', headers: json(0), body: JSON.stringify({ summary: 'Sync', start: { dateTime: '2026-12-01T09:00:00', timeZone: 'Europe/Paris' }, end: { dateTime: '2026-12-01T09:30:00' }, recurrence: ['RRULE:FREQ=DAILY;COUNT=365'] }) });
+      expect(field(d, 'When')).to.equal('2026-12-01T09:00:00 → 2026-12-01T09:30:00 (Europe/Paris)');
+      expect(field(d, 'Repeats')).to.equal('RRULE:FREQ=DAILY;COUNT=365');
+    });
+
     it('drafts.send with a saved draft\'s id beside a message is unreadable, card and policy alike (Gmail may send the saved one)', () => {
       const raw = Buffer.from('To: boss@acme.com\r\n\r\nx').toString('base64url');
       const req = { method: 'POST', host: 'gmail.googleapis.com', path: '/gmail/v1/users/me/drafts/send', headers: json(0), body: JSON.stringify({ id: 'r-123', message: { raw } }) };
