@@ -218,6 +218,25 @@ describe('policy conditions through the gateway (issue 26, item 1)', function ()
       expect(forwarded('/v1/customers')).to.equal(4);
     });
 
+    it('attack: 100 rules counting the same thing cost one count query each way, not 100 (a fourth review: every tenant shares SQLite\'s one connection)', async () => {
+      await policy([
+        ...Array.from({ length: 99 }, () => ({ connector: 'secret:STRIPE', category: 'read', effect: 'deny', when: { count_over: { max: 1000 + Math.floor(Math.random() * 1000), per: 'day' } } })),
+        { category: 'read', effect: 'allow' },
+      ]);
+      const counts: string[] = [];
+      const onQuery = (q: { sql: string }) => {
+        if (/count\(/i.test(q.sql) && /policy_rate_events/i.test(q.sql)) counts.push(q.sql);
+      };
+      w.t.svc.db.on('query', onQuery);
+      try {
+        expect(await send('https://api.stripe.com/v1/balance', { method: 'GET', secret: 'STRIPE' })).to.deep.include({ status: 200 });
+      } finally {
+        w.t.svc.db.off('query', onQuery);
+      }
+      // The first decision's read and the settle's, under the lock: one query each.
+      expect(counts).to.have.length(2);
+    });
+
     it('concurrent requests never pass the max (counted atomically)', async () => {
       await policy([
         { connector: 'secret:STRIPE', category: 'read', effect: 'deny', when: { count_over: { max: 4, per: 'hour' } } },
