@@ -40,6 +40,8 @@ export interface GatewayProxyOptions {
 }
 
 /** Proxy authentication or an upgrade check needed the store and it failed: fail closed, but not as 407. */
+/** A refused upgrade's answer is relayed with its body as Node decoded it, ended by the close: these framing headers go. */
+const REFUSED_UPGRADE_DROPPED: ReadonlySet<string> = new Set(['transfer-encoding', 'connection', 'keep-alive']);
 const STORE_DOWN = refusal('gateway_unavailable', 'the gateway cannot reach its store; nothing was forwarded');
 const AUDIT_DOWN = refusal('gateway_unavailable', 'the gateway could not record this request in its audit log; nothing was forwarded');
 
@@ -223,7 +225,9 @@ export async function startGatewayProxy(opts: GatewayProxyOptions): Promise<Gate
           socket.destroy();
           return;
         }
-        socket.write(headOf(upRes));
+        // Node has already taken the body out of its chunks: it is relayed as is, ended by
+        // the connection's close (chunked framing said of a de-chunked body mis-framed it).
+        socket.write(headOf(upRes, REFUSED_UPGRADE_DROPPED));
         upRes.pipe(socket);
       });
     });
@@ -235,10 +239,17 @@ export async function startGatewayProxy(opts: GatewayProxyOptions): Promise<Gate
     upReq.end();
   }
 
-  /** The upstream's status line and headers, as it sent them, for relaying on the raw socket. */
-  function headOf(upRes: IncomingMessage): string {
+  /**
+   * The upstream's status line and headers, as it sent them, for relaying on the raw socket;
+   * with `drop`, those headers left out and `Connection: close` said instead.
+   */
+  function headOf(upRes: IncomingMessage, drop?: ReadonlySet<string>): string {
     let lines = `HTTP/1.1 ${upRes.statusCode} ${upRes.statusMessage}\r\n`;
-    for (let i = 0; i < upRes.rawHeaders.length; i += 2) lines += `${upRes.rawHeaders[i]}: ${upRes.rawHeaders[i + 1]}\r\n`;
+    for (let i = 0; i < upRes.rawHeaders.length; i += 2) {
+      if (drop?.has(upRes.rawHeaders[i]!.toLowerCase())) continue;
+      lines += `${upRes.rawHeaders[i]}: ${upRes.rawHeaders[i + 1]}\r\n`;
+    }
+    if (drop) lines += 'Connection: close\r\n';
     return `${lines}\r\n`;
   }
 

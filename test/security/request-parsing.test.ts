@@ -56,6 +56,27 @@ describe('security: request parsing the upstream could read otherwise (a fourth 
     expect(w.up.seen).to.have.length(0);
   });
 
+  it('a refused upgrade\'s chunked answer reaches the agent framed as it is relayed (the body decoded, ended by the close)', async () => {
+    const normal = w.up.respond;
+    w.up.respond = (req, res) => {
+      if (!(req.url ?? '').startsWith('/ws-refused')) return normal(req, res);
+      res.writeHead(403, { 'content-type': 'text/plain' });
+      res.write('no websockets ');
+      res.end('here');
+    };
+    try {
+      const answer = await raw('api.allowed.com', ['GET /ws-refused HTTP/1.1', 'Host: api.allowed.com', ...UPGRADE_HEADERS.trim().split('\r\n')]);
+      const r = statusOf(answer);
+      expect(r.status).to.equal(403);
+      const head = answer.slice(0, answer.indexOf('\r\n\r\n')).toLowerCase();
+      expect(head).to.not.include('transfer-encoding');
+      expect(head).to.include('connection: close');
+      expect(r.body).to.equal('no websockets here');
+    } finally {
+      w.up.respond = normal;
+    }
+  });
+
   it('attack: a WebSocket to a registered MCP server\'s origin (tool calls no rule would see) is refused', async () => {
     const r = statusOf(await raw('mcp.tools.example', ['GET /mcp HTTP/1.1', 'Host: mcp.tools.example', ...UPGRADE_HEADERS.trim().split('\r\n')]));
     expect([r.status, r.error]).to.deep.equal([400, 'invalid_request']);
