@@ -140,8 +140,18 @@ const HOP_BY_HOP = new Set([
  */
 function unreadOverride(name: string): boolean {
   const n = name.replace(/_/g, '-');
-  return n === 'x-http-method' || n === 'x-method-override' || (n === 'x-http-method-override' && n !== name) || n === 'x-original-url' || n === 'x-rewrite-url';
+  return n === 'x-http-method' || n === 'x-method-override' || (n === 'x-http-method-override' && n !== name) || n === 'x-original-url' || n === 'x-rewrite-url'
+    || FORWARDING.has(n);
 }
+
+/**
+ * What a proxy says of the request's way (`Forwarded`, `X-Forwarded-Host`, ...): the agent's
+ * own, never forwarded. A framework behind a load balancer may route by X-Forwarded-Host (the
+ * host the gateway checked is the one it connects to, hole 2) or trust X-Forwarded-For for an
+ * address allowlist (a fourth review).
+ */
+const FORWARDING = new Set(['forwarded', 'x-forwarded-for', 'x-forwarded-host', 'x-forwarded-proto', 'x-forwarded-port', 'x-forwarded-prefix', 'x-forwarded-server', 'x-real-ip', 'x-host']);
+
 /** Methods whose requests usually carry no body (an upstream may not read one). */
 const BODYLESS_METHODS = new Set(['GET', 'HEAD', 'OPTIONS', 'DELETE', 'TRACE']);
 const RESPONSE_HOP_BY_HOP = new Set(['connection', 'keep-alive', 'proxy-connection', 'transfer-encoding', 'trailer', 'upgrade']);

@@ -113,15 +113,16 @@ describe('security: request parsing the upstream could read otherwise (a fourth 
     expect(w.up.seen[0]!.headers.expect).to.equal(undefined);
   });
 
-  it('attack: method overrides in spellings the classifier does not read, and routing headers (X-Original-URL), are not forwarded; the override it reads is', async () => {
+  it('attack: method overrides in spellings the classifier does not read, and routing headers (X-Original-URL, X-Forwarded-Host, Forwarded), are not forwarded; the override it reads is', async () => {
     const r = statusOf(await raw('api.allowed.com', [
       'GET /things/abc HTTP/1.1', 'Host: api.allowed.com', `Authorization: Bearer ${w.ph.KEY}`,
       'X-HTTP-Method: DELETE', 'X-Method-Override: DELETE', 'X_HTTP_Method_Override: DELETE', 'X_Method_Override: DELETE',
       'X-Original-URL: /things/abc/delete', 'X-Rewrite-URL: /things/abc/delete',
+      'X-Forwarded-Host: admin.internal.example', 'Forwarded: host=admin.internal.example;for=10.0.0.1', 'X-Forwarded-For: 10.0.0.1', 'X-Real-IP: 10.0.0.1',
     ]));
     expect(r.status).to.equal(200);
     const h = w.up.seen[0]!.headers;
-    for (const k of ['x-http-method', 'x-method-override', 'x_http_method_override', 'x_method_override', 'x-original-url', 'x-rewrite-url']) expect(h[k], k).to.equal(undefined);
+    for (const k of ['x-http-method', 'x-method-override', 'x_http_method_override', 'x_method_override', 'x-original-url', 'x-rewrite-url', 'x-forwarded-host', 'forwarded', 'x-forwarded-for', 'x-real-ip']) expect(h[k], k).to.equal(undefined);
     const [e] = await w.audited();
     expect(e).to.include({ category: 'read', decision: 'allow' });
     // X-HTTP-Method-Override itself is read (the wire method and it both count) and forwarded.
