@@ -170,6 +170,18 @@ describe('connections: stand-in tokens through the gateway', function () {
     expect(w.up.seen[0]!.headers.authorization).to.equal(`Bearer ${GOOGLE_TOKEN}`);
   });
 
+  it('attack: an end user id with a trailing space is another end user: its environment gets none of the first one\'s connections (MySQL compared them padded; a fourth review)', async () => {
+    const env = await freshEnv();
+    await connect(env, ['gmail']);
+    expect(Object.keys(await standIns(env))).to.deep.equal(['gmail']);
+    const twin = await w.t.api.post('/v1/environments', { end_user_id: `${env.endUser} `, egress_allow: HOSTS });
+    expect(twin.status, twin.text).to.equal(201);
+    expect((await w.t.api.get(`/v1/environments/${twin.body.id}/stand-in-tokens`)).body.data).to.deep.equal([]);
+    const conns = await w.t.api.get(`/v1/connections?end_user_id=${encodeURIComponent(`${env.endUser} `)}`);
+    expect(conns.status).to.equal(200);
+    expect(conns.body.data).to.deep.equal([]);
+  });
+
   it('another environment\'s stand-in is not this environment\'s: unknown here, nothing swapped', async () => {
     const env = await freshEnv();
     await connect(env, ['gmail']);
