@@ -160,7 +160,9 @@ export function createStandIns(deps: { db: Db; clock: Clock; keyring: Keyring; t
   async function hostsFor(environmentId: string): Promise<string[]> {
     const out = new Set<string>();
     for (const r of await rows(environmentId)) {
-      for (const c of JSON.parse(r.connectors) as Connector[]) for (const h of CONNECTOR_HOSTS[c] ?? []) out.add(h);
+      // Port 443 only: a stand-in is swapped only there (hostAllowed), and a bare host name
+      // on the allowlist opens every port of it (a fourth review).
+      for (const c of JSON.parse(r.connectors) as Connector[]) for (const h of CONNECTOR_HOSTS[c] ?? []) out.add(`${h}:443`);
     }
     return [...out];
   }

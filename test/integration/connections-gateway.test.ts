@@ -215,6 +215,11 @@ describe('connections: stand-in tokens through the gateway', function () {
       }
     };
     expect(await call()).to.deep.equal({ status: 200, error: null });
+    // On port 443 only (where a stand-in is swapped): a bare host name opened every port of it.
+    const egress = (await w.t.api.get(`/v1/environments/${env.body.id}/egress`)).body;
+    expect(egress.effective).to.include('slack.com:443');
+    expect(egress.effective).to.not.include('slack.com');
+    expect((await w.t.svc.egress.effectiveEgress(env.body.id))!.allows('slack.com', 8443)).to.equal(false);
     expect((await w.t.api.delete(`/v1/connections/${id}`)).status).to.equal(200);
     expect(await call()).to.deep.equal({ status: 401, error: 'connection_revoked' });
   });
