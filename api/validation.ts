@@ -27,8 +27,16 @@ export function isShapeError(detail: Joi.ValidationErrorItem): boolean {
   return SHAPE_TYPES.has(detail.type) || Boolean(detail.context?.shape);
 }
 
+/**
+ * The detail's message, without the value given: Joi's pattern messages quote it ("bot_token
+ * with value xoxb-... fails to match"), and a secret pasted with a stray space came back in the
+ * 400's body (a fourth review: no secret in an error).
+ */
 function describe(detail: Joi.ValidationErrorItem): string {
-  return detail.message.replace(/"/g, '');
+  const v = detail.context?.value;
+  let m = detail.message;
+  if (typeof v === 'string' && v.length >= 3 && m.includes(v)) m = m.split(v).join('(the value given)');
+  return m.replace(/"/g, '');
 }
 
 export interface ValidationOutcome<T> {

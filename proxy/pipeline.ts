@@ -432,6 +432,11 @@ class Forward implements Dispatcher.DispatchHandler {
       if (!codings.every((e) => DECODERS[e] !== undefined)) {
         return c.abort(Object.assign(new Error(`the upstream answered with Content-Encoding ${String(headers['content-encoding'])}, which the gateway cannot check for the secret`), { code: 'GATEWAY_UNREADABLE_ANSWER' }));
       }
+      // A part of a body: the value may be cut across parts no answer holds whole (Range
+      // slices, multipart/byteranges). We asked for the whole; a part is not passed on.
+      if (statusCode === 206 || String(headers['content-type'] ?? '').toLowerCase().startsWith('multipart/byteranges')) {
+        return c.abort(Object.assign(new Error('the upstream answered with a part of the body, which the gateway cannot check for the secret whole'), { code: 'GATEWAY_UNREADABLE_ANSWER' }));
+      }
     }
     const h: Record<string, string | string[]> = {};
     for (const k in headers) {
@@ -1016,7 +1021,13 @@ class Exchange {
       headers.host = hostHeader(target);
       // An answer that may echo the real value is redacted as it streams; ask for it
       // uncompressed (a compressed one is decoded: Forward).
-      if (this.redactor) headers['accept-encoding'] = 'identity';
+      if (this.redactor) {
+        headers['accept-encoding'] = 'identity';
+        // The whole answer, never a slice of it: slices of an echoed value, each shorter than
+        // the value, were each passed on unredacted and put back together (a fourth review).
+        delete headers.range;
+        delete headers['if-range'];
+      }
       // A tools/list answer is read for annotations: uncompressed too (issue 28).
       if (this.mcp !== null && this.mcpCls !== null && this.mcpCls.listIds.length > 0) {
         headers['accept-encoding'] = 'identity';

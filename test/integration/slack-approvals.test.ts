@@ -104,6 +104,17 @@ describe('Slack approval cards (issue 27)', function () {
     expect((await w.t.api.patch('/v1/team-members/mem_000000000000000000000000', { slack_user_id: 'U0X1' })).status).to.equal(404);
   });
 
+  it('attack on the operator\'s own secrets: a token or secret pasted with a stray space or newline is 400 without the value in the answer (a fourth review)', async () => {
+    const badToken = `${slack.token} `;
+    const badSecret = `${SECRET}\n`;
+    const r = await w.t.api.put('/v1/approval-channels/slack', { bot_token: badToken, signing_secret: badSecret, channel_id: 'C1' });
+    expect(r.status).to.equal(400);
+    expect(r.body.error).to.equal('invalid_request');
+    expect(r.text).to.not.include(slack.token);
+    expect(r.text).to.not.include(SECRET);
+    expect(r.body.message).to.include('bot_token');
+  });
+
   it('posts a card on hold with the decoded details, escaped: the agent cannot inject a mention or a link', async () => {
     const hostile = 'Refund <!channel> <@U0BOSS> <http://evil.example|click here> & `code` *bold*';
     const h = await hold({ body: `amount=4200&currency=usd&description=${encodeURIComponent(hostile)}`, headers: { 'x-service-task-id': 'task <!everyone>' } });

@@ -132,6 +132,39 @@ describe('security: the real value never flows back to the agent (hole 1)', func
       expect(e).to.include({ reason: 'rule', status: 200, redacted: true });
     });
 
+    it('attack: Range slices of an echo, each shorter than the value, put back together (a fourth review): the range is not sent, a part is not passed on', async () => {
+      const echo = (req: Seen) => `you sent: ${String(req.headers.authorization)} and that is all`;
+      // An upstream honouring Range on a resource that echoes the request.
+      w.up.respond = (req, res) => {
+        const text = echo(req);
+        const m = /^bytes=(\d+)-(\d+)$/.exec(String(req.headers.range ?? ''));
+        if (!m) {
+          res.writeHead(200, { 'content-type': 'text/plain' });
+          return res.end(text);
+        }
+        res.writeHead(206, { 'content-type': 'text/plain', 'content-range': `bytes ${m[1]}-${m[2]}/${text.length}` });
+        res.end(text.slice(Number(m[1]), Number(m[2]) + 1));
+      };
+      let got = '';
+      for (let at = 0; at < 80; at += 8) {
+        const r = await stripe('/v1/echo', { headers: { range: `bytes=${at}-${at + 7}` } });
+        const text = await r.body.text();
+        if (r.statusCode === 206) got += text;
+        expect(r.statusCode, text).to.equal(200);
+      }
+      expect(got).to.equal('');
+      expect(w.up.seen.every((s) => s.headers.range === undefined)).to.equal(true);
+      // And an upstream that answers 206 unasked is refused: no part reaches the agent.
+      w.up.respond = (req, res) => {
+        res.writeHead(206, { 'content-type': 'text/plain', 'content-range': 'bytes 0-9/80' });
+        res.end(echo(req).slice(0, 10));
+      };
+      const r = await stripe('/v1/echo');
+      const text = await r.body.text();
+      expect(r.statusCode).to.equal(502);
+      expect(text).to.not.include('sk_live');
+    });
+
     it('attack: the value echoed one byte per chunk (matching across chunk boundaries)', async () => {
       w.up.respond = (req, res) => {
         res.writeHead(200, { 'content-type': 'text/plain' });
