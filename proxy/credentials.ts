@@ -351,16 +351,54 @@ export interface Redaction {
 const jsonEscape = (v: string) => JSON.stringify(v).slice(1, -1);
 const HEADER_SAFE = /^[\t\x20-\x7e\x80-\xff]*$/;
 
+/** Percent-encodes every UTF-8 byte of `v` but the characters `keep` matches, in upper- or lower-case hex. */
+function percentEncode(v: string, keep: RegExp, lower: boolean): string {
+  let out = '';
+  for (const ch of v) {
+    if (keep.test(ch)) {
+      out += ch;
+      continue;
+    }
+    for (const b of Buffer.from(ch, 'utf8')) {
+      const hex = b.toString(16).padStart(2, '0');
+      out += `%${lower ? hex : hex.toUpperCase()}`;
+    }
+  }
+  return out;
+}
+
+/** RFC 3986 unreserved characters (what Go's QueryEscape and Python's quote_plus leave as they are). */
+const UNRESERVED = /^[A-Za-z0-9._~-]$/;
+/** …and `/` (Python's quote by default). */
+const UNRESERVED_SLASH = /^[A-Za-z0-9._~/-]$/;
+/** What JavaScript's encodeURIComponent leaves as it is. */
+const URI_COMPONENT = /^[A-Za-z0-9._~!'()*-]$/;
+
 /**
- * Every spelling of `value` an upstream is likely to echo (raw, JSON-escaped with and
- * without `\/`, percent-encoded, form-encoded, HTML-escaped), each shown as `token`.
+ * Every spelling of `value` an upstream is likely to echo, each shown as `token`: raw;
+ * JSON-escaped with and without `\/`, and as Go's encoding/json escapes `<`, `>`, `&`
+ * (`\u003c`); percent-encoded as JavaScript, Go and Python encoders do (which characters
+ * stay, `+` or `%20` for a space, upper- or lower-case hex); HTML-escaped as common template
+ * engines do (`&#39;` or `&#x27;`, `&quot;` or `&#34;`, Go's `&#43;`). A fourth review found an
+ * echo in Go's JSON and a `Location` in lower-case hex reaching the agent.
  */
 export function redactionsFor(value: string, token: string): readonly Redaction[] {
   const key = `${token}\u0000${value}`;
   const hit = redactionLists.get(key);
   if (hit) return hit;
   const html = value.replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;').replace(/"/g, '&quot;').replace(/'/g, '&#39;');
-  const forms = [value, jsonEscape(value), jsonEscape(value).replace(/\//g, '\\/'), encodeURIComponent(value), encodeURIComponent(value).replace(/%20/g, '+'), html];
+  const htmlPython = html.replace(/&#39;/g, '&#x27;');
+  const htmlGo = value.replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;').replace(/"/g, '&#34;').replace(/'/g, '&#39;').replace(/\+/g, '&#43;');
+  const json = jsonEscape(value);
+  const goJson = json.replace(/</g, '\\u003c').replace(/>/g, '\\u003e').replace(/&/g, '\\u0026');
+  const percent: string[] = [];
+  for (const keep of [URI_COMPONENT, UNRESERVED, UNRESERVED_SLASH]) {
+    for (const lower of [false, true]) {
+      const p = percentEncode(value, keep, lower);
+      percent.push(p, p.replace(/%20/g, '+'));
+    }
+  }
+  const forms = [value, json, json.replace(/\//g, '\\/'), goJson, goJson.replace(/\\u00([0-9a-f]{2})/g, (_, h: string) => `\\u00${h.toUpperCase()}`), ...percent, html, htmlPython, htmlGo];
   const list = Object.freeze([...new Set(forms)].filter((s) => s.length > 0).map((sent) => Object.freeze({ sent, shown: token })));
   // Bounded by count and by size: a 64 KiB value (the secret limit) and its spellings are
   // not worth keeping, 1000 typical keys (~100 bytes each, six spellings) are under 1 MiB.

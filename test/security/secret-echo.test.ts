@@ -132,6 +132,27 @@ describe('security: the real value never flows back to the agent (hole 1)', func
       expect(e).to.include({ reason: 'rule', status: 200, redacted: true });
     });
 
+    it('attack: an echo in other encoders\' spellings (Go\'s JSON \\u003c, lower-case percent hex in a Location, Python\'s quote, &#x27; and &#34;) is redacted too (a fourth review)', async () => {
+      const spellings = (v: string) => [
+        JSON.stringify(v).slice(1, -1).replace(/</g, '\\u003c').replace(/>/g, '\\u003e').replace(/&/g, '\\u0026'),
+        encodeURIComponent(v).replace(/%[0-9A-F]{2}/g, (m) => m.toLowerCase()),
+        encodeURIComponent(v).replace(/%2F/g, '/').replace(/[!'()*]/g, (c) => `%${c.charCodeAt(0).toString(16).toUpperCase()}`),
+        v.replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;').replace(/"/g, '&#34;').replace(/'/g, '&#x27;'),
+      ];
+      w.up.respond = (req, res) => {
+        const value = String(req.headers.authorization).slice('Bearer '.length);
+        const [goJson, lowerHex, pyQuote, html] = spellings(value);
+        res.writeHead(302, { location: `https://api.stripe.com/next?token=${lowerHex}`, 'content-type': 'application/json' });
+        res.end(`{"echo":"${goJson}","q":"${pyQuote}","h":"${html}"}`);
+      };
+      const r = await stripe('/v1/echo');
+      const text = await r.body.text();
+      const all = `${String(r.headers.location)}\n${text}`;
+      for (const s of spellings(STRIPE_KEY)) expect(all).to.not.include(s);
+      expect(all).to.not.include('sk_live_51Echo');
+      expect(String(r.headers.location)).to.include(w.ph.STRIPE_KEY!);
+    });
+
     it('attack: Range slices of an echo, each shorter than the value, put back together (a fourth review): the range is not sent, a part is not passed on', async () => {
       const echo = (req: Seen) => `you sent: ${String(req.headers.authorization)} and that is all`;
       // An upstream honouring Range on a resource that echoes the request.
