@@ -1,5 +1,5 @@
 import { iso } from '../lib/clock.js';
-import { scrubString } from '../lib/log.js';
+import { scrubHostString, scrubString } from '../lib/log.js';
 import type { RequestFacts } from '../policy-engine/facts.js';
 
 /**
@@ -170,10 +170,10 @@ const ANY_SURROGATE = /[\uD800-\uDFFF]/;
  * Scrubbed, well-formed (a lone surrogate cannot round-trip through utf8mb4, so the stored
  * text would differ from the hashed text) and at most `max` code points.
  */
-export function cleanString(value: string, max: number): string {
+export function cleanString(value: string, max: number, scrub: (s: string) => string = scrubString): string {
   let s = String(value);
   if (ANY_SURROGATE.test(s)) s = s.replace(LONE_SURROGATE, '\uFFFD');
-  s = scrubString(s);
+  s = scrub(s);
   if (s.length > max) {
     const points = Array.from(s);
     if (points.length > max) s = points.slice(0, max - 1).join('') + '…';
@@ -330,9 +330,12 @@ export function sanitizeEntry(input: AuditEntryInput, id: string, createdAt: num
     created_at: input.created_at == null ? createdAt : count(input.created_at, 'created_at', false),
     environment_id: cleanOptional(input.environment_id, LIMITS.id),
     method: cleanString(input.method ?? '', LIMITS.method),
-    host: cleanString(input.host ?? '', LIMITS.host),
+    // Scrubbed of our own token formats only: no value is swapped into a host name, and a host
+    // named like a provider's token (`ya29.exfil.attacker.example`) hid where data went (a fourth review).
+    host: cleanString(input.host ?? '', LIMITS.host, scrubHostString),
     path: cleanString(redactPath(input.path ?? ''), LIMITS.path),
-    connector: cleanOptional(input.connector, LIMITS.connector),
+    // An `egress:<host>` connector names a host, likewise.
+    connector: input.connector != null && input.connector.startsWith('egress:') ? cleanString(input.connector, LIMITS.connector, scrubHostString) : cleanOptional(input.connector, LIMITS.connector),
     category: cleanOptional(input.category, LIMITS.category),
     credential: input.credential,
     decision: input.decision,

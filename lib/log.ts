@@ -33,6 +33,22 @@ export function scrubString(s: string): string {
   return out;
 }
 
+/** The service's own token formats only (API keys, webhook secrets, placeholders, stand-ins): the first four patterns. */
+const OWN_PATTERNS = SECRET_PATTERNS.slice(0, 4);
+const MAY_HOLD_OWN = /sk_|whsec_|svcph_|svcst_/;
+
+/**
+ * scrubString for a host name: our own token formats only. A provider's token (`ya29.`,
+ * `xoxb-`) is never swapped into a host, and its pattern, which runs across dots, hid the
+ * host a request went to (`ya29.exfil.attacker.example`; a fourth review).
+ */
+export function scrubHostString(s: string): string {
+  if (!MAY_HOLD_OWN.test(s)) return s;
+  let out = s;
+  for (const re of OWN_PATTERNS) out = out.replace(re, (m) => `${m.slice(0, Math.min(6, m.indexOf('_') + 1 || 6))}[redacted]`);
+  return out;
+}
+
 /** Deep copy of a log object with secret-named keys removed and strings scrubbed. */
 export function scrub(value: unknown, depth = 0): unknown {
   if (typeof value === 'string') return scrubString(value);

@@ -83,6 +83,14 @@ describe('audit entry (audit/entry)', () => {
       expect(text).to.include('[redacted]');
     });
 
+    it('attack: a host named like a provider\'s token (ya29., xoxb-) is kept whole, so the audit says where data went (a fourth review); our own formats are still scrubbed there', () => {
+      for (const host of ['ya29.exfil-collector.attacker.example', 'xoxb-0000000000.evil.example']) {
+        const row = sanitizeEntry({ ...base, host, connector: `egress:${host}` }, 'aud_x', 1);
+        expect([row.host, row.connector]).to.deep.equal([host, `egress:${host}`]);
+      }
+      expect(sanitizeEntry({ ...base, host: 'svcph_00112233445566778899aabbccddeeff.evil.example' }, 'aud_x', 1).host).to.include('[redacted]');
+    });
+
     it('truncates over-long strings to the column sizes (in code points) instead of failing the batch', () => {
       const row = sanitizeEntry({ ...base, host: 'h'.repeat(1000), method: 'M'.repeat(50), path: `/${'😀'.repeat(5000)}` }, 'aud_x', 1);
       expect(row.host).to.have.length(LIMITS.host);
