@@ -25,6 +25,8 @@ interface StateRow {
   connectors: string;
   return_url: string;
   code_verifier_enc: string | null;
+  /** The app the authorize link was made for. */
+  client_source: 'developer' | 'platform';
   expires_at: number;
   used_at: number | null;
 }
@@ -79,7 +81,8 @@ export function createCallbackHandler(deps: {
     if (typeof query.error === 'string' && query.error !== '') return redirect(returnUrl, { status: 'error', error: reasonOf(query.error) });
     const code = typeof query.code === 'string' ? query.code : '';
     if (!code) return redirect(returnUrl, { status: 'error', error: 'missing_code' });
-    const client = await deps.oauthClients.resolve(row.developer_id, provider);
+    // The app the link was made for (its client id is in the authorize URL the code was issued to).
+    const client = await deps.oauthClients.resolve(row.developer_id, provider, row.client_source);
     if (!client) return redirect(returnUrl, { status: 'error', error: 'no_oauth_client' });
 
     let tokens: TokenSet;

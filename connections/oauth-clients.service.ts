@@ -65,10 +65,19 @@ export function createOAuthClientsService(deps: {
     return entry(provider, input.client_id);
   }
 
-  /** The app authorize and the token exchange use, or null (authorize answers 409 no_oauth_client). */
-  async function resolve(developerId: string, provider: Provider): Promise<ResolvedClient | null> {
-    const row = await oauthClientsStore.get(db, developerId, provider);
-    if (row) return { clientId: row.client_id, clientSecret: keyring.decryptString(row.client_secret_enc, secretContext(developerId, provider)), source: 'developer' };
+  /**
+   * The app authorize and the token exchange use, or null (authorize answers 409
+   * no_oauth_client). With `source`, the app of that source only: a connection (and the
+   * callback of a link) keeps the app it was issued under. A developer registering an app of
+   * its own made every platform-issued connection refresh with an app that never issued its
+   * token (`invalid_client`), which erased them all (a fourth review).
+   */
+  async function resolve(developerId: string, provider: Provider, source?: 'developer' | 'platform'): Promise<ResolvedClient | null> {
+    if (source !== 'platform') {
+      const row = await oauthClientsStore.get(db, developerId, provider);
+      if (row) return { clientId: row.client_id, clientSecret: keyring.decryptString(row.client_secret_enc, secretContext(developerId, provider)), source: 'developer' };
+      if (source === 'developer') return null;
+    }
     const platform = deps.platformApps[provider];
     return platform ? { clientId: platform.clientId, clientSecret: platform.clientSecret, source: 'platform' } : null;
   }

@@ -29,6 +29,8 @@ interface Row {
   refresh_token_enc: string | null;
   access_expires_at: number | null;
   refresh_lease_until: number | null;
+  /** The app it was issued under: it is refreshed with that one (oauth-clients resolve). */
+  client_source: 'developer' | 'platform';
 }
 
 /** The access token could not be had: the gateway answers with `code`. */
@@ -111,7 +113,7 @@ export function createTokenVault(deps: {
 
   async function refreshNow(r: Row): Promise<string> {
     const refreshToken = r.refresh_token_enc ? keyring.decryptString(r.refresh_token_enc, tokenContext(r.id, 'refresh')) : null;
-    const client = await deps.oauthClients.resolve(r.developer_id, r.provider);
+    const client = await deps.oauthClients.resolve(r.developer_id, r.provider, r.client_source);
     try {
       if (!refreshToken) throw new TokenExchangeError('no_refresh_token', 'the provider gave no refresh token');
       if (!client) throw new TokenExchangeError('no_oauth_client', 'the OAuth app is no longer registered');

@@ -25,6 +25,7 @@ describe('connections: token refresh', function () {
   const codes = new Map<string, { challenge: string | null; scopes: string }>();
   /** Refresh grants the provider received, by refresh token. */
   const refreshes: string[] = [];
+  const refreshClients: string[] = [];
   /** Slack: [refresh token used, refresh token issued] per refresh, in order. */
   const slackRotations: Array<[string, string]> = [];
   let refuseRefresh = false;
@@ -41,7 +42,10 @@ describe('connections: token refresh', function () {
       if (req.headers.host === 'oauth2.googleapis.com' && req.url === '/token') {
         if (form.get('grant_type') === 'refresh_token') {
           refreshes.push(form.get('refresh_token')!);
+          refreshClients.push(form.get('client_id')!);
           if (refuseRefresh) return json(400, { error: 'invalid_grant', error_description: 'Token has been expired or revoked.' });
+          // An app that did not issue the grant cannot refresh it.
+          if (form.get('client_id') === 'own-g') return json(401, { error: 'invalid_client', error_description: 'The OAuth client was not found.' });
           generation++;
           return json(200, { access_token: `ya29.refreshed-${generation}`, expires_in: 3599, scope: 'https://www.googleapis.com/auth/gmail.readonly https://www.googleapis.com/auth/gmail.send', token_type: 'Bearer' });
         }
@@ -70,6 +74,9 @@ describe('connections: token refresh', function () {
       GATEWAY_MASTER_KEY: randomBytes(32).toString('base64'),
       GATEWAY_UPSTREAM_OVERRIDES: ['oauth2.googleapis.com', 'gmail.googleapis.com', 'slack.com'].map((h) => `${h}=127.0.0.1:${up.port}`).join(','),
       GATEWAY_UPSTREAM_CA_FILE: join(dir, 'ca.pem'),
+      // The platform's own app, for a developer that registered none.
+      GOOGLE_CLIENT_ID: 'platform-g',
+      GOOGLE_CLIENT_SECRET: 'platform-gs',
     };
     a = await startTestService(shared);
     b = await startTestService(shared); // a second process's stack on the same store
@@ -145,6 +152,32 @@ describe('connections: token refresh', function () {
     for (let i = 1; i < slackRotations.length; i++) expect(slackRotations[i]![0]).to.equal(slackRotations[i - 1]![1]);
     const last = up.seen.filter((x) => x.url === '/api/conversations.list').at(-1)!;
     expect(last.headers.authorization).to.match(/^Bearer xoxe\.xoxp-refreshed-\d+$/);
+  });
+
+  it('a connection issued under the platform app is refreshed with it after the developer registers an app of its own (a fourth review: the new app, which never issued it, erased it)', async () => {
+    const other = await a.otherDeveloper();
+    const env = await other.post('/v1/environments', { end_user_id: 'pinned-user', egress_allow: ['gmail.googleapis.com'] });
+    expect(env.status, env.text).to.equal(201);
+    await other.put(`/v1/environments/${env.body.id}/policy`, { rules: [{ category: 'read', effect: 'allow' }] });
+    const gw: Gateway = (await other.get(`/v1/environments/${env.body.id}/gateway`)).body;
+    const r = await other.post('/v1/connections/authorize', { end_user_id: 'pinned-user', connectors: ['gmail'], return_url: 'https://app.example.com/' });
+    const q = new URL(r.body.url).searchParams;
+    expect(q.get('client_id')).to.equal('platform-g');
+    const code = `c-${Math.random().toString(36).slice(2)}`;
+    codes.set(code, { challenge: q.get('code_challenge'), scopes: q.get('scope')! });
+    const cb = await fetch(`${a.url}/v1/oauth/google/callback?${new URLSearchParams({ state: q.get('state')!, code })}`, { redirect: 'manual' });
+    const id = new URL(cb.headers.get('location')!).searchParams.get('connection_id')!;
+    expect(id).to.match(/^conn_/);
+    const own = await other.put('/v1/oauth-clients/google', { client_id: 'own-g', client_secret: 'own-gs' });
+    expect(own.status, own.text).to.be.oneOf([200, 201]);
+    const token = (await other.get(`/v1/environments/${env.body.id}/stand-in-tokens`)).body.data[0].token as string;
+    refreshClients.length = 0;
+    await a.advance(3600);
+    expect(await get(gw, 'https://gmail.googleapis.com/gmail/v1/users/me/messages', token)).to.deep.equal({ status: 200, error: null });
+    // (Other developers' connections due at the same time are refreshed with their own apps.)
+    expect(refreshClients).to.include('platform-g');
+    expect(refreshClients).to.not.include('own-g');
+    expect((await other.get(`/v1/connections/${id}`)).body.status).to.equal('active');
   });
 
   it('the provider refuses the refresh (invalid_grant): the connection turns error, connection.error is queued, the agent gets 401 connection_error', async () => {
