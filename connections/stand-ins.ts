@@ -20,7 +20,7 @@ export function standInToken(key: Buffer, environmentId: string, connectionId: s
 
 /**
  * Where a connector's real token may go (issue 11, item 6): its API on 443, nowhere else.
- * Gmail: gmail.googleapis.com, and www.googleapis.com's Gmail paths (API, upload, batch);
+ * Gmail: the Gmail paths (API, upload, batch) of gmail.googleapis.com and www.googleapis.com;
  * Calendar: www.googleapis.com's Calendar paths (API and batch); Slack: slack.com's Web API
  * (`/api/...`). Google's per-API batch endpoints (`/batch/gmail/v1`, `/batch/calendar/v3`)
  * serve only that API's calls, so a batch for the connector's API carries only its calls.
@@ -29,7 +29,9 @@ export function connectorAllows(connector: Connector, host: string, port: number
   if (port !== 443 || !plainPath(path)) return false;
   switch (connector) {
     case 'gmail':
-      return host === 'gmail.googleapis.com' || (host === 'www.googleapis.com' && /^\/(upload\/|batch\/)?gmail\//.test(path));
+      // Gmail's paths on its own host too: Google's front end may route another API's path
+      // there (`/calendar/v3/...`, a global `/batch`), carrying the token to it (a fourth review).
+      return (host === 'gmail.googleapis.com' || host === 'www.googleapis.com') && /^\/(upload\/|batch\/)?gmail\//.test(path);
     case 'calendar':
       return host === 'www.googleapis.com' && /^\/(batch\/)?calendar\//.test(path);
     case 'slack':

@@ -194,6 +194,16 @@ describe('attack: a stand-in token sent off its connector\'s API (issue 23, item
     ], 1);
   });
 
+  it('attack: the gmail stand-in on Gmail\'s own host but another API\'s path (Calendar, Drive, a global batch) is refused (a fourth review)', async () => {
+    const v = await victim(['gmail']);
+    await works(v, 'https://gmail.googleapis.com/gmail/v1/users/me/messages', 'gmail');
+    await refusedAll(v, 'gmail', [
+      await attack(v, 'gmail', 'gmail.googleapis.com', '/calendar/v3/calendars/primary/events'),
+      await attack(v, 'gmail', 'gmail.googleapis.com', '/drive/v3/files'),
+      await attack(v, 'gmail', 'gmail.googleapis.com', '/batch', 'POST'),
+    ], 1);
+  });
+
   it('attack: the calendar stand-in smuggled to Gmail or Drive by dot segments and escapes on a Calendar path is refused', async () => {
     const v = await victim(['calendar']);
     await works(v, 'https://www.googleapis.com/calendar/v3/calendars/primary/events', 'calendar');
