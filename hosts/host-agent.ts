@@ -291,17 +291,29 @@ export function createHostAgent(deps: HostAgentDeps) {
     }
   }
 
+  /** The surface whose refresh last failed, by environment (its warning is logged once). */
+  const surfaceFailed = new Map<string, string | null>();
   async function refreshSurfaces(rows: EnvironmentRow[]): Promise<void> {
     for (const row of rows) {
       if (driver.status(row.id) === 'absent' || row.desired_state === 'destroyed') continue;
-      const s = await deps.surfaceFor(row.id);
-      if (!s) continue;
-      const h = surfaceHash(s);
-      if (applied.get(row.id) === h) continue;
-      await serialized(row.id, async () => {
-        await driver.applySurface(row.id, s);
-        applied.set(row.id, h);
-      });
+      // One environment's failure is its own: it stopped the refresh of every environment
+      // after it on the host, each tick (a fourth review).
+      let h: string | null = null;
+      try {
+        const s = await deps.surfaceFor(row.id);
+        if (!s) continue;
+        h = surfaceHash(s);
+        if (applied.get(row.id) === h) continue;
+        const hash = h;
+        await serialized(row.id, async () => {
+          await driver.applySurface(row.id, s);
+          applied.set(row.id, hash);
+        });
+      } catch (err) {
+        // Said once per surface, not every tick.
+        if (surfaceFailed.get(row.id) !== h) log.warn({ err, environment_id: row.id }, 'the environment\'s /run/service could not be refreshed');
+        surfaceFailed.set(row.id, h);
+      }
     }
   }
 

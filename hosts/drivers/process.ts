@@ -5,7 +5,7 @@ import { rm } from 'node:fs/promises';
 import { createServer, connect, type Server, type Socket } from 'node:net';
 import { createServer as createHttpServer, type IncomingMessage, type RequestListener, type Server as HttpServer } from 'node:http';
 import type { Duplex } from 'node:stream';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import type { Logger } from '../../lib/log.js';
 import { Cgroups, favorDynmods } from '../cgroups.js';
 import { allocateUid, pidAlive } from '../../lib/processes.js';
@@ -214,9 +214,13 @@ const ETC_READ_ONLY = [
   'nsswitch.conf', 'protocols', 'services', 'mime.types', 'os-release', 'debian_version', 'profile', 'bash.bashrc',
 ];
 
-/** Writes a file atomically (readers never see half of it): temp file, then rename. */
+/**
+ * Writes a file atomically (readers never see half of it): temp file, then rename. The temp
+ * name is short whatever the file's: `<255-character name>.<pid>.tmp` passed the file system's
+ * limit, and the failed write stopped every later environment's surface refresh (a fourth review).
+ */
 function writeAtomic(path: string, data: string | Buffer, mode: number): void {
-  const tmp = `${path}.${process.pid}.tmp`;
+  const tmp = join(dirname(path), `.tmp-${randomBytes(8).toString('hex')}`);
   writeFileSync(tmp, data, { mode });
   chmodSync(tmp, mode);
   renameSync(tmp, path);
@@ -604,7 +608,9 @@ export class ProcessDriver implements HostDriver {
       mkdirSync(d, { recursive: true, mode: 0o755 });
       for (const [name, data] of Object.entries(want)) writeAtomic(join(d, name), data, 0o444);
       for (const name of readdirSync(d)) {
-        if (!(name in want)) rmSync(join(d, name), { force: true });
+        // Own keys only: `in` also found `constructor`, `toString`, ... on Object.prototype, so a
+        // file of such a name was never removed (a fourth review).
+        if (!Object.hasOwn(want, name)) rmSync(join(d, name), { force: true });
       }
     };
     sync('files', s.files);

@@ -88,6 +88,28 @@ print(closed)`;
     expect(r.stdout.trim(), r.stderr).to.equal('20');
   });
 
+  it('attack: a config file of a 255-character name reaches the environment and does not stop another\'s refresh; a file named like an Object.prototype member is removed when dropped (a fourth review)', async () => {
+    const other = await t.api.post('/v1/environments', { end_user_id: 'resource-neighbour', resources: { cpus: 1, memory_mib: 512, disk_gib: 1 } });
+    expect(other.status).to.equal(201);
+    await waitState(t.api, other.body.id, 'running');
+    const long = 'a'.repeat(255);
+    expect((await t.api.put(`/v1/environments/${envId}/config`, { files: { [long]: 'x', constructor: 'secret-ish' } })).status).to.equal(200);
+    expect((await t.api.put(`/v1/environments/${other.body.id}/config`, { files: { hello: 'neighbour' } })).status).to.equal(200);
+    const seen = async (id: string, cmd: string, want: string): Promise<string> => {
+      let out = '';
+      for (let i = 0; i < 75 && out !== want; i++) {
+        out = (await sh(t.api, id, cmd)).stdout.trim();
+        if (out !== want) await new Promise((r) => setTimeout(r, 200));
+      }
+      return out;
+    };
+    expect(await seen(other.body.id, 'cat /run/service/files/hello 2>/dev/null || true', 'neighbour')).to.equal('neighbour');
+    expect(await seen(envId, `cat /run/service/files/${long} 2>/dev/null || true`, 'x')).to.equal('x');
+    expect((await t.api.put(`/v1/environments/${envId}/config`, { files: {} })).status).to.equal(200);
+    expect(await seen(envId, 'ls /run/service/files | wc -l', '0')).to.equal('0');
+    await t.api.delete(`/v1/environments/${other.body.id}`);
+  });
+
   it('attack: a streamed exec whose client stops reading is killed past its backlog; the output is not all held', async () => {
     const u = new URL(t.svc.apiUrl);
     const body = JSON.stringify({ command: ['/bin/sh', '-c', 'yes 0123456789012345678901234567890123456789012345678901234567890123456789'], timeout_secs: 60 });
