@@ -1,6 +1,6 @@
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { constants as fsConstants, promises as fsp, chmodSync, chownSync, existsSync, mkdirSync, openSync, closeSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { constants as fsConstants, promises as fsp, chmodSync, chownSync, existsSync, fstatSync, lchownSync, lstatSync, mkdirSync, openSync, closeSync, readFileSync, readSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { createServer, connect, type Server, type Socket } from 'node:net';
 import { createServer as createHttpServer, type IncomingMessage, type RequestListener, type Server as HttpServer } from 'node:http';
 import type { Duplex } from 'node:stream';
@@ -304,8 +304,7 @@ export class QemuDriver implements HostDriver {
         srv.once('error', reject);
         srv.listen(path, () => resolve());
       });
-      chmodSync(path, 0o600);
-      chownSync(path, sandboxUid(id), sandboxUid(id));
+      ownSocket(path, sandboxUid(id));
       servers.push(srv);
     };
     const gateway = createServer((inside) => {
@@ -563,7 +562,7 @@ export class QemuDriver implements HostDriver {
       server.once('error', reject);
       server.listen(sockPath, () => resolve());
     });
-    chownSync(sockPath, sandboxUid(id), sandboxUid(id));
+    ownSocket(sockPath, sandboxUid(id), 0o700);
     const fail = async (why: string): Promise<never> => {
       server.close();
       zstd.kill('SIGKILL');
@@ -713,8 +712,20 @@ function makeFifo(path: string, uid: number): string {
   rmSync(path, { force: true });
   const r = spawnSync(which('mkfifo') ?? '/usr/bin/mkfifo', ['-m', '0600', path], { env: { ...HOST_ENV } });
   if (r.status !== 0) throw new DriverError('start_failed', 'could not make the key FIFO');
-  chownSync(path, uid, uid);
+  lchownSync(path, uid, uid);
   return path;
+}
+
+/**
+ * Hands a socket root just made in the VM's directory to the VM's uid. The directory is that
+ * uid's, so an escaped QEMU could swap the socket for a symlink between listen and chown:
+ * chown followed it (any host file made the uid's: root; a fourth review). lchown changes a
+ * symlink itself, and the mode is set only on what is still a socket.
+ */
+function ownSocket(path: string, uid: number, mode = 0o600): void {
+  if (!lstatSync(path).isSocket()) throw new DriverError('start_failed', `${path} is no longer the socket the driver made`);
+  chmodSync(path, mode);
+  lchownSync(path, uid, uid);
 }
 
 /**
@@ -742,11 +753,25 @@ async function feedFifo(path: string, data: string, proc: ChildProcess): Promise
   }
 }
 
-function readTail(path: string): string {
+/**
+ * The console's last lines, for a start's failure reason (which the tenant reads). The file is
+ * in the VM uid's directory: a symlink to a host file (the master key) was followed and its
+ * end shown (a fourth review). Opened without following links, a regular file only, its last
+ * 4 KiB read.
+ */
+export function readTail(path: string): string {
+  let fd: number | null = null;
   try {
-    const t = readFileSync(path, 'utf8').trim().split('\n').slice(-3).join(' | ');
-    return t.slice(-400);
+    fd = openSync(path, fsConstants.O_RDONLY | fsConstants.O_NOFOLLOW | fsConstants.O_NONBLOCK);
+    const st = fstatSync(fd);
+    if (!st.isFile()) return '';
+    const len = Math.min(st.size, 4096);
+    const buf = Buffer.alloc(len);
+    readSync(fd, buf, 0, len, st.size - len);
+    return buf.toString('utf8').trim().split('\n').slice(-3).join(' | ').slice(-400);
   } catch {
     return '';
+  } finally {
+    if (fd !== null) closeSync(fd);
   }
 }
