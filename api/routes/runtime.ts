@@ -24,6 +24,13 @@ const RUNTIME_ERRORS: ErrorCode[] = ['environment_failed', 'environment_destroye
  * minutes): `stdout` and `stderr` events carry `{data}` (UTF-8 text) as output comes, and
  * one `exit` event ends the stream with `{exit_code, duration_ms, timed_out, ...}`.
  */
+/** Commands one environment may run at once through one node's API (exec, streamed or not). */
+export const MAX_EXECS_PER_ENVIRONMENT = 64;
+/** argv and env of one exec, at most: Linux's limit for a new program's arguments and environment (ARG_MAX, 2 MiB). */
+export const MAX_EXEC_ARG_BYTES = 2 * 1024 * 1024;
+/** Execs under way by environment id (this process). */
+const execsRunning = new Map<string, number>();
+
 export function runtimeRouter(deps: { runtime: RuntimeService }): Router {
   const { runtime } = deps;
   const r = Router();
@@ -43,8 +50,34 @@ export function runtimeRouter(deps: { runtime: RuntimeService }): Router {
   }), async (req, res) => {
     const input = validateBody<ExecInput>(execSchema, requireJson(req));
     const developerId = developerOf(req).id;
+    // What execve takes at most (the launcher read up to ~48 MiB of argv as root before the
+    // command's limits applied; a fourth review): refused before anything starts.
+    let argBytes = 0;
+    for (const a of input.command) argBytes += Buffer.byteLength(a) + 1;
+    for (const [k, v] of Object.entries(input.env ?? {})) argBytes += Buffer.byteLength(k) + Buffer.byteLength(v) + 2;
+    if (argBytes > MAX_EXEC_ARG_BYTES) throw new ServiceError('invalid_request', `command and env together may be at most ${MAX_EXEC_ARG_BYTES} bytes (the kernel's limit for a new program)`);
+    // Commands running at once through this node, per environment: each holds descriptors of
+    // the service (a few thousand at once took it to its limit, every tenant's; a fourth review).
+    const environmentId = req.params.id!;
+    const key = `${developerId}/${environmentId}`; // another developer's id counts apart (and learns nothing)
+    const running = execsRunning.get(key) ?? 0;
+    if (running >= MAX_EXECS_PER_ENVIRONMENT) {
+      throw new ServiceError('exec_failed', `this environment already runs ${MAX_EXECS_PER_ENVIRONMENT} commands at once; wait for one to end`);
+    }
+    execsRunning.set(key, running + 1);
+    // Counted until the command has ended, not until the client leaves (a plain exec goes on then).
+    try {
+      await execute(req, res, developerId, environmentId, input);
+    } finally {
+      const n = (execsRunning.get(key) ?? 1) - 1;
+      if (n > 0) execsRunning.set(key, n);
+      else execsRunning.delete(key);
+    }
+  });
+
+  async function execute(req: import('express').Request, res: import('express').Response, developerId: string, environmentId: string, input: ExecInput): Promise<void> {
     if (!/text\/event-stream/i.test(req.headers.accept ?? '')) {
-      res.json(await runtime.exec(developerId, req.params.id!, input).then(({ timed_out: _t, ...out }) => out));
+      res.json(await runtime.exec(developerId, environmentId, input).then(({ timed_out: _t, ...out }) => out));
       return;
     }
     const abort = new AbortController();
@@ -68,7 +101,7 @@ export function runtimeRouter(deps: { runtime: RuntimeService }): Router {
       if (!res.writableFinished) abort.abort();
     });
     try {
-      const out = await runtime.exec(developerId, req.params.id!, input, {
+      const out = await runtime.exec(developerId, environmentId, input, {
         onOutput: (stream, chunk) => send(stream, { data: chunk.toString('utf8') }),
         signal: abort.signal,
       });
@@ -81,7 +114,7 @@ export function runtimeRouter(deps: { runtime: RuntimeService }): Router {
       send('error', e);
       res.end();
     }
-  });
+  }
 
   r.put('/environments/:id/files', describeRoute({ params: environmentIdParam, summary: 'Write a file on the environment\'s data disk', body: writeFileSchema, responses: { 200: fileWrittenRecord }, errors: ['file_operation_failed', ...RUNTIME_ERRORS] }), async (req, res) => {
     const input = validateBody<{ path: string; content: string; encoding: 'utf8' | 'base64' }>(writeFileSchema, requireJson(req));

@@ -4,6 +4,7 @@ import { readdirSync } from 'node:fs';
 import { startTestService, type TestService } from '../helpers/service.js';
 import { sh, skipWithoutRuntime, waitState } from '../helpers/runtime.js';
 import { MAX_SOCKET_CONNECTIONS } from '../../hosts/drivers/process.js';
+import { MAX_EXECS_PER_ENVIRONMENT } from '../../api/routes/runtime.js';
 
 /**
  * The service's own resources, spent from inside one environment or by one client
@@ -108,6 +109,28 @@ print(closed)`;
     expect((await t.api.put(`/v1/environments/${envId}/config`, { files: {} })).status).to.equal(200);
     expect(await seen(envId, 'ls /run/service/files | wc -l', '0')).to.equal('0');
     await t.api.delete(`/v1/environments/${other.body.id}`);
+  });
+
+  it('attack: execs at once are capped per environment (503 exec_failed past the cap); argv and env past the kernel\'s 2 MiB are refused before anything starts (a fourth review)', async () => {
+    const big = await t.api.post(`/v1/environments/${envId}/exec`, { command: ['true', ...Array.from({ length: 17 }, () => 'x'.repeat(128 * 1024))] });
+    expect(big.status).to.equal(400);
+    expect(big.body.error).to.equal('invalid_request');
+    const sleeping = Array.from({ length: MAX_EXECS_PER_ENVIRONMENT }, () => t.api.post(`/v1/environments/${envId}/exec`, { command: ['sleep', '6'] }));
+    // Once all have arrived, one more is refused (before, a quick one still fits and runs).
+    let over: Awaited<ReturnType<typeof t.api.post>> | null = null;
+    for (let i = 0; i < 100; i++) {
+      const r = await t.api.post(`/v1/environments/${envId}/exec`, { command: ['true'] });
+      if (r.status !== 200) {
+        over = r;
+        break;
+      }
+      await new Promise((res) => setTimeout(res, 20));
+    }
+    expect(over?.status).to.equal(503);
+    expect(over?.body.error).to.equal('exec_failed');
+    expect(over?.body.message).to.match(/already runs 64 commands/);
+    expect((await Promise.all(sleeping)).every((r) => r.status === 200)).to.equal(true);
+    expect((await t.api.post(`/v1/environments/${envId}/exec`, { command: ['true'] })).status).to.equal(200);
   });
 
   it('attack: a streamed exec whose client stops reading is killed past its backlog; the output is not all held', async () => {
