@@ -117,7 +117,7 @@ print(closed)`;
     expect(big.body.error).to.equal('invalid_request');
     const sleeping = Array.from({ length: MAX_EXECS_PER_ENVIRONMENT }, () => t.api.post(`/v1/environments/${envId}/exec`, { command: ['sleep', '6'] }));
     // Once all have arrived, one more is refused (before, a quick one still fits and runs).
-    let over: Awaited<ReturnType<typeof t.api.post>> | null = null;
+    let over: { status: number; body: any } | null = null;
     for (let i = 0; i < 100; i++) {
       const r = await t.api.post(`/v1/environments/${envId}/exec`, { command: ['true'] });
       if (r.status !== 200) {
