@@ -121,6 +121,9 @@ export function mountsUnder(dir: string): string[] {
   return out.sort((a, b) => b.length - a.length);
 }
 
+/** The largest disk a spare (and the process sandbox's pool slots) is kept ready of. */
+export const MAX_SPARE_GIB = 32;
+
 export class DiskImages {
   /** Set once an image could not be preallocated here: disks then overcommit. */
   sparse = false;
@@ -206,6 +209,10 @@ export class DiskImages {
   /** The spare of `gib`, renamed to `img` (true), or none; a spare of another size is removed (its room is the new disk's). */
   async #takeSpare(img: string, gib: number): Promise<boolean> {
     if (!this.spares) return false;
+    // A large disk is made for its environment, but no spare (nor pool slot) of its size
+    // follows: one request of 200 GiB kept 200 GiB preallocated twice over, and other
+    // tenants' starts found no room (a fourth review). The spare stays at the size before.
+    if (gib > MAX_SPARE_GIB) return false;
     this.#spareGib = gib;
     let took = false;
     for (const name of readdirSync(this.spares)) {

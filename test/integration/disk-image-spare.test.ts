@@ -3,7 +3,7 @@ import { execFileSync, spawn } from 'node:child_process';
 import { mkdirSync, mkdtempSync, readFileSync, readdirSync, realpathSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { DiskImages, IMAGE_MOUNT_OPTIONS, findDiskTools } from '../../hosts/drivers/disk-image.js';
+import { DiskImages, IMAGE_MOUNT_OPTIONS, MAX_SPARE_GIB, findDiskTools } from '../../hosts/drivers/disk-image.js';
 import { mountAll, mountOptions, releaseAll, startMountMover } from '../../hosts/drivers/mounts.js';
 import { skipOrFailInCI } from '../helpers/ci-gate.js';
 
@@ -92,6 +92,22 @@ describe('hosts: the spare disk image and the start\'s mounts of the process run
     await images.refill();
     expect(sparesNow()).to.have.length(1);
     expect(sparesNow()[0]).to.match(/^2g\./);
+  });
+
+  it('attack: a disk past MAX_SPARE_GIB is made for its environment, but no spare of its size follows (the spare keeps its size; a fourth review)', async () => {
+    expect(await images.ensure(join(envDir('small'), 'disk.img'), 1, 201_007)).to.be.a('boolean');
+    await images.refill();
+    const before = sparesNow();
+    expect(before).to.have.length(1);
+    const e = envDir('huge');
+    // Sparse in this suite (preallocation off): the size is what the spare would copy.
+    expect(await images.ensure(join(e, 'disk.img'), MAX_SPARE_GIB + 1, 201_006)).to.equal(true);
+    expect(statSync(join(e, 'disk.img')).size).to.equal((MAX_SPARE_GIB + 1) * 1024 ** 3);
+    expect(sparesNow()).to.deep.equal(before);
+    expect(images.lastGib()).to.not.equal(MAX_SPARE_GIB + 1);
+    await images.refill();
+    expect(sparesNow()).to.deep.equal(before);
+    rmSync(join(e, 'disk.img'), { force: true });
   });
 
   it('a start\'s mounts in one process (mounts.ts): the tmpfs with mount(8)\'s flags and data, the image on a free loop device with direct I/O, as losetup and mount made them', async () => {
