@@ -4,7 +4,7 @@ import { constants as fsConstants, promises as fsp, chmodSync, chownSync, exists
 import { createServer, connect, type Server, type Socket } from 'node:net';
 import { createServer as createHttpServer, type IncomingMessage, type RequestListener, type Server as HttpServer } from 'node:http';
 import type { Duplex } from 'node:stream';
-import { join, resolve } from 'node:path';
+import { basename, dirname, join, resolve } from 'node:path';
 import type { Logger } from '../../lib/log.js';
 import { Cgroups } from '../cgroups.js';
 import type { Peer } from '../peer.js';
@@ -195,12 +195,41 @@ export class QemuDriver implements HostDriver {
     return join(this.opts.rootDir, id);
   }
 
+  /**
+   * Where a VM's record (the image and QEMU's argv a resume starts it with) is kept: a root-only
+   * directory beside the VMs' own. The VM's directory is its uid's, so a record there was the
+   * uid's to rewrite: an escaped QEMU chose the next resume's argv, and the image directory root
+   * then wrote markers into (a fourth review).
+   */
+  #recordPath(id: string): string {
+    return join(this.opts.rootDir, '.records', `${basename(this.#dir(id))}.json`);
+  }
+
   #record(id: string): VmRecord | null {
-    try {
-      return JSON.parse(readFileSync(join(this.#dir(id), 'vm.json'), 'utf8')) as VmRecord;
-    } catch {
-      return null;
+    // A record written before it moved (a VM suspended across the upgrade) is read once from
+    // the VM's directory, and only if it names an image of this host's image directory.
+    for (const path of [this.#recordPath(id), join(this.#dir(id), 'vm.json')]) {
+      try {
+        const r = JSON.parse(readFileSync(path, 'utf8')) as VmRecord;
+        const images = resolve(this.opts.imageDir);
+        if (typeof r.imageDir !== 'string' || dirname(resolve(r.imageDir)) !== images || !Array.isArray(r.argv) || !r.argv.every((a) => typeof a === 'string')) return null;
+        return r;
+      } catch {
+        continue;
+      }
     }
+    return null;
+  }
+
+  #writeRecord(id: string, record: VmRecord): string {
+    const dir = join(this.opts.rootDir, '.records');
+    mkdirSync(dir, { recursive: true, mode: 0o700 });
+    chmodSync(dir, 0o700);
+    const path = this.#recordPath(id);
+    writeFileSync(`${path}.tmp`, JSON.stringify(record, null, 1), { mode: 0o600 });
+    renameSync(`${path}.tmp`, path);
+    rmSync(join(this.#dir(id), 'vm.json'), { force: true });
+    return path;
   }
 
   async create(spec: VmSpec): Promise<void> {
@@ -360,11 +389,12 @@ export class QemuDriver implements HostDriver {
     if (!record || !restore) {
       const image = this.image();
       record = { imageDir: image.dir, argv: this.#argv(spec), accel: this.#accel };
-      writeFileSync(join(dir, 'vm.json'), JSON.stringify(record, null, 1), { mode: 0o600 });
     }
+    // Written (again) where the VM's uid cannot reach it, the legacy copy removed.
+    const recordPath = this.#writeRecord(id, record);
     try {
       // Marks the use, so no prune removes the image while this VM may need it.
-      recordImageUse(record.imageDir, resolve(dir, 'vm.json'));
+      recordImageUse(record.imageDir, resolve(recordPath));
     } catch {
       throw new DriverError('start_failed', 'the guest image this VM booted from is gone');
     }
@@ -648,6 +678,7 @@ export class QemuDriver implements HostDriver {
     // Off the event loop: a data disk and a memory snapshot are gigabytes, and unlinking them
     // synchronously blocked everything else of the service (the proxy included) for tens of ms.
     await fsp.rm(this.#dir(id), { recursive: true, force: true });
+    rmSync(this.#recordPath(id), { force: true });
   }
 
   leftovers(): string[] {

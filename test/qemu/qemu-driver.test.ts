@@ -1,7 +1,7 @@
 import { expect } from 'chai';
 import { execFileSync, spawn, spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { copyFileSync, existsSync, mkdtempSync, readdirSync, readFileSync, readlinkSync, rmSync, writeFileSync } from 'node:fs';
+import { copyFileSync, existsSync, mkdtempSync, readdirSync, readFileSync, readlinkSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -77,7 +77,11 @@ describe('qemu driver: a real microVM', function () {
     expect(info2.encrypted).to.equal(true);
     expect(info2['format-specific'].data.encrypt.format).to.equal('luks');
     // The image marks this VM as its user, so no prune removes it while the VM may restore on it.
-    const record = join(root, 'environments', spec.id, 'vm.json');
+    // The record is kept where the VM's uid cannot rewrite it (a fourth review), not in its directory.
+    const record = join(root, 'environments', '.records', `${spec.id}.json`);
+    expect(existsSync(join(root, 'environments', spec.id, 'vm.json'))).to.equal(false);
+    expect(statSync(join(root, 'environments', '.records')).mode & 0o777).to.equal(0o700);
+    expect(statSync(join(root, 'environments', '.records')).uid).to.equal(0);
     const { imageDir } = JSON.parse(readFileSync(record, 'utf8')) as { imageDir: string };
     expect(imageDir).to.equal(driver.image().dir);
     expect(readdirSync(join(imageDir, 'users')).map((m) => readFileSync(join(imageDir, 'users', m), 'utf8').trim())).to.include(record);
