@@ -26,11 +26,16 @@ const SECRET_KEYS = /^(authorization|proxy-authorization|cookie|set-cookie|passw
  */
 const MAY_HOLD_SECRET = /sk_|whsec_|svcph_|svcst_|ya29|xox[abprs]|bearer|basic/i;
 
-export function scrubString(s: string): string {
-  if (!MAY_HOLD_SECRET.test(s)) return s;
+/** Each match of `patterns` in `s` cut to its prefix and `[redacted]`; `s` itself when `gate` finds nothing to look for. */
+function scrubWith(s: string, gate: RegExp, patterns: readonly RegExp[]): string {
+  if (!gate.test(s)) return s;
   let out = s;
-  for (const re of SECRET_PATTERNS) out = out.replace(re, (m) => `${m.slice(0, Math.min(6, m.indexOf('_') + 1 || 6))}[redacted]`);
+  for (const re of patterns) out = out.replace(re, (m) => `${m.slice(0, Math.min(6, m.indexOf('_') + 1 || 6))}[redacted]`);
   return out;
+}
+
+export function scrubString(s: string): string {
+  return scrubWith(s, MAY_HOLD_SECRET, SECRET_PATTERNS);
 }
 
 /** The service's own token formats only (API keys, webhook secrets, placeholders, stand-ins): the first four patterns. */
@@ -43,10 +48,7 @@ const MAY_HOLD_OWN = /sk_|whsec_|svcph_|svcst_/;
  * host a request went to (`ya29.exfil.attacker.example`; a fourth review).
  */
 export function scrubHostString(s: string): string {
-  if (!MAY_HOLD_OWN.test(s)) return s;
-  let out = s;
-  for (const re of OWN_PATTERNS) out = out.replace(re, (m) => `${m.slice(0, Math.min(6, m.indexOf('_') + 1 || 6))}[redacted]`);
-  return out;
+  return scrubWith(s, MAY_HOLD_OWN, OWN_PATTERNS);
 }
 
 /** Deep copy of a log object with secret-named keys removed and strings scrubbed. */

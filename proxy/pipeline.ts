@@ -138,7 +138,7 @@ const HOP_BY_HOP = new Set([
  * frameworks route by instead of the request line (`X-Original-URL`, `X-Rewrite-URL`: IIS,
  * Symfony). Not forwarded, so no upstream runs a method or a path the gateway did not classify.
  */
-function unreadOverride(name: string): boolean {
+function notForwarded(name: string): boolean {
   const n = name.replace(/_/g, '-');
   return n === 'x-http-method' || n === 'x-method-override' || (n === 'x-http-method-override' && n !== name) || n === 'x-original-url' || n === 'x-rewrite-url'
     || FORWARDING.has(n);
@@ -1016,7 +1016,7 @@ class Exchange {
       const headers: Record<string, string | string[]> = {};
       for (const k in outHeaders) {
         const v = outHeaders[k];
-        if (v !== undefined && !HOP_BY_HOP.has(k) && !unreadOverride(k)) headers[k] = v;
+        if (v !== undefined && !HOP_BY_HOP.has(k) && !notForwarded(k)) headers[k] = v;
       }
       headers.host = hostHeader(target);
       // An answer that may echo the real value is redacted as it streams; ask for it

@@ -1,6 +1,14 @@
 import { expect } from 'chai';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import type { AddressInfo } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { createServer, type Server as TlsServer } from 'node:tls';
+import { generateCa } from '../../certs/ca.js';
+import { createLeafIssuer } from '../../certs/leaf.js';
 import { startAttackWorld, type AttackWorld } from '../helpers/attack-fixture.js';
-import { openTunnel, rawTunnelExchange, statusOf, UPGRADE_HEADERS } from '../helpers/proxy-client.js';
+import { openTunnel, rawTunnelExchange, statusOf, UPGRADE_HEADERS, type Gateway } from '../helpers/proxy-client.js';
+import { startTestService, type TestService } from '../helpers/service.js';
 
 /**
  * A fourth review's request-parsing findings: what the gateway checks must be what the
@@ -144,19 +152,12 @@ describe('security: request parsing the upstream could read otherwise (a fourth 
  */
 describe('security: a request smuggled in a GET body cannot answer another tenant\'s request (a fourth review)', function () {
   this.timeout(30000);
-  let server: import('node:tls').Server;
-  let t: import('../helpers/service.js').TestService;
+  let server: TlsServer;
+  let t: TestService;
   let dir: string;
-  const agents: Array<{ gw: import('../helpers/proxy-client.js').Gateway; ph: string }> = [];
+  const agents: Array<{ gw: Gateway; ph: string }> = [];
 
   before(async () => {
-    const { generateCa } = await import('../../certs/ca.js');
-    const { createLeafIssuer } = await import('../../certs/leaf.js');
-    const { createServer } = await import('node:tls');
-    const { mkdtempSync, writeFileSync } = await import('node:fs');
-    const { tmpdir } = await import('node:os');
-    const { join } = await import('node:path');
-    const { startTestService } = await import('../helpers/service.js');
     const ca = await generateCa({ commonName: 'Lenient Upstream CA' });
     const leaf = (await createLeafIssuer(ca)).getLeaf('lenient.example.com');
     // HTTP/1.1 that answers each request by its path and never reads a body (as some servers do on GET).
@@ -175,7 +176,7 @@ describe('security: a request smuggled in a GET body cannot answer another tenan
     await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
     dir = mkdtempSync(join(tmpdir(), 'gw-lenient-'));
     writeFileSync(join(dir, 'ca.pem'), ca.certPem);
-    const port = (server.address() as import('node:net').AddressInfo).port;
+    const port = (server.address() as AddressInfo).port;
     t = await startTestService({ GATEWAY_UPSTREAM_OVERRIDES: `lenient.example.com=127.0.0.1:${port}`, GATEWAY_UPSTREAM_CA_FILE: join(dir, 'ca.pem') });
     for (const name of ['smuggler', 'victim']) {
       const e = await t.api.post('/v1/environments', { end_user_id: name, egress_allow: ['lenient.example.com'], secrets: { KEY: { value: `real-key-of-${name}-0123456789`, allowed_hosts: ['lenient.example.com'] } } });
@@ -189,11 +190,10 @@ describe('security: a request smuggled in a GET body cannot answer another tenan
   after(async () => {
     await t?.close();
     server?.close();
-    if (dir) (await import('node:fs')).rmSync(dir, { recursive: true, force: true });
+    if (dir) rmSync(dir, { recursive: true, force: true });
   });
 
   it('attack: the smuggler\'s GET body is the start of a request the next one on the connection completes; the victim\'s requests get their own answers', async () => {
-    const { rawTunnelExchange, statusOf } = await import('../helpers/proxy-client.js');
     const [smuggler, victim] = agents as [typeof agents[0], typeof agents[0]];
     // Unfinished: the next request's bytes on the connection complete it (as a header value).
     const smuggled = 'GET /smuggled-answer HTTP/1.1\r\nHost: lenient.example.com\r\nX-Ignore: ';
